@@ -1,0 +1,55 @@
+#!/bin/sh
+# Install what the lab and the test suite need on Debian 12 (run as root; idempotent).
+#
+# - libvirt + QEMU (TCG) for the lab hypervisors, virsh, headers to build libvirt-python,
+# - redis-server for the Redis state store tests,
+# - Go and govmomi (with its simulator package) to build the vSphere API simulator.
+#
+# apt runs only when a package is missing (apt-get update only then). No service is started
+# by the installation: the lab starts its own daemons in private mount namespaces.
+set -eu
+
+PACKAGES="libvirt-daemon-system qemu-system-x86 libvirt-clients libvirt-dev pkg-config gcc libc6-dev
+redis-server golang-go golang-github-vmware-govmomi-dev"
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps.sh: run as root" >&2
+    exit 1
+fi
+
+missing=""
+for pkg in $PACKAGES; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $pkg"
+    fi
+done
+
+if [ -n "$missing" ]; then
+    echo "install-deps.sh: installing$missing"
+    # keep invoke-rc.d from starting libvirtd/redis during the installation
+    policy=/usr/sbin/policy-rc.d
+    made_policy=""
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' > "$policy"
+        chmod 755 "$policy"
+        made_policy=1
+        trap 'rm -f "$policy"' EXIT
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    # shellcheck disable=SC2086
+    apt-get install -y -q -o Dpkg::Options::=--force-confnew $missing
+    if [ -n "$made_policy" ]; then
+        rm -f "$policy"
+        trap - EXIT
+    fi
+else
+    echo "install-deps.sh: all packages present"
+fi
+
+# Mount points the lab binds each hypervisor's private directories over.
+mkdir -p /etc/libvirt /var/lib/libvirt /var/log/libvirt /var/cache/libvirt
+
+for cmd in unshare nsenter mount libvirtd virtlogd qemu-system-x86_64 virsh redis-server go; do
+    command -v "$cmd" >/dev/null 2>&1 || { echo "install-deps.sh: $cmd still missing" >&2; exit 1; }
+done

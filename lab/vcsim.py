@@ -1,0 +1,351 @@
+#!/usr/bin/env python3
+"""Build, start, stop and describe the lab's vSphere API simulator (standard library only).
+
+The simulator is ``lab/vcsim/main.go`` built against the Debian packages ``golang-go`` and
+``golang-github-vmware-govmomi-dev`` in GOPATH mode (offline). Everything lives under
+``<run_dir>/vcsim/``: the binary (``bin/``, rebuilt only when ``main.go`` changes), the pid
+file, the log, the service URL and a generated password (``password``, mode 0600).
+
+The simulator serves the vSphere SOAP API over plain HTTP on 127.0.0.1 only, so the provider
+settings use ``protocol: http``; TLS settings such as ``validate_certs`` do not apply to it.
+
+Functions for the lab: ``start(run_dir) -> provider dict``, ``stop(run_dir)``,
+``status(run_dir)``, and ``pause``/``resume`` (SIGSTOP/SIGCONT: a provider that hangs).
+Command line: ``python3 lab/vcsim.py up|down|status|pause|resume|build [--run-dir DIR]
+[--port N]``; it prints the status as JSON with the password masked.
+"""
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_DIR = os.path.join(HERE, "vcsim")
+DEFAULT_RUN_DIR = os.path.join(HERE, "run")
+GOCODE = "/usr/share/gocode"
+HOST = "127.0.0.1"
+USERNAME = "lab"
+NAME = "vcsim"
+# Keyword arguments of start() -> flags of the simulator.
+MODEL_FLAGS = {"datacenters": "-dc", "clusters": "-cluster", "hosts_per_cluster": "-host",
+               "vms": "-vm", "delay_ms": "-delay"}
+
+
+def _paths(run_dir, bin_dir=None):
+    base = os.path.join(os.path.abspath(run_dir or DEFAULT_RUN_DIR), "vcsim")
+    bin_dir = os.path.abspath(bin_dir) if bin_dir else os.path.join(base, "bin")
+    return {
+        "base": base,
+        "bin_dir": bin_dir,
+        "bin": os.path.join(bin_dir, "vcsim"),
+        "stamp": os.path.join(bin_dir, "main.go.sha256"),
+        "gopath": os.path.join(base, "gopath"),
+        "tmp": os.path.join(base, "tmp"),
+        "pid": os.path.join(base, "vcsim.pid"),
+        "log": os.path.join(base, "vcsim.log"),
+        "url": os.path.join(base, "url"),
+        "password": os.path.join(base, "password"),
+        "lock": os.path.join(base, "lock"),
+    }
+
+
+def _mkdirs(paths):
+    for key in ("base", "bin_dir", "gopath", "tmp"):
+        os.makedirs(paths[key], mode=0o700, exist_ok=True)
+
+
+@contextlib.contextmanager
+def _locked(path):
+    """Hold an exclusive lock on file ``path`` (serialises start/stop and builds)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _source_digest():
+    digest = hashlib.sha256()
+    with open(os.path.join(SOURCE_DIR, "main.go"), "rb") as handle:
+        digest.update(handle.read())
+    return digest.hexdigest()
+
+
+def _read(path):
+    try:
+        with open(path) as handle:
+            return handle.read().strip()
+    except FileNotFoundError:
+        return None
+
+
+def _write_private(path, text):
+    fd = os.open(path + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(path + ".new", path)
+
+
+def build(run_dir=None, bin_dir=None):
+    """Build the simulator unless the cached binary matches ``main.go``; return its path.
+
+    The binary is cached in ``bin_dir`` (default ``<run_dir>/vcsim/bin``).
+    """
+    paths = _paths(run_dir, bin_dir)
+    _mkdirs(paths)
+    with _locked(os.path.join(paths["bin_dir"], "build.lock")):
+        return _build(paths)
+
+
+def _build(paths):
+    digest = _source_digest()
+    if os.path.exists(paths["bin"]) and _read(paths["stamp"]) == digest:
+        return paths["bin"]
+    go = shutil.which("go")
+    if go is None:
+        raise RuntimeError("the Go compiler is missing: apt-get install golang-go "
+                           "golang-github-vmware-govmomi-dev")
+    env = dict(os.environ, GOPATH=paths["gopath"] + os.pathsep + GOCODE, GO111MODULE="off",
+               GOFLAGS="")
+    partial = paths["bin"] + ".partial"
+    proc = subprocess.run([go, "build", "-o", partial, "."], cwd=SOURCE_DIR, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError("building the simulator failed (is golang-github-vmware-govmomi-dev "
+                           "installed?):\n" + proc.stdout)
+    os.replace(partial, paths["bin"])
+    _write_private(paths["stamp"], digest + "\n")
+    return paths["bin"]
+
+
+def _password(paths):
+    """The lab password: generated once, kept in a 0600 file."""
+    password = _read(paths["password"])
+    if not password:
+        password = secrets.token_urlsafe(18)
+        _write_private(paths["password"], password + "\n")
+    return password
+
+
+def _alive(pid, binary):
+    """True if ``pid`` runs ``binary`` and is not a zombie (pids get reused)."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+        exe = os.readlink("/proc/%d/exe" % pid)
+    except (FileNotFoundError, ProcessLookupError, PermissionError, IndexError):
+        return False
+    exe = os.path.realpath(exe.replace(" (deleted)", ""))
+    return state != "Z" and exe == os.path.realpath(binary)
+
+
+def _reap(pid):
+    """Collect ``pid`` if it is our child, so it does not linger as a zombie."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def _running(paths):
+    """(pid, binary) of the running simulator from the pid file, or (None, None)."""
+    lines = (_read(paths["pid"]) or "").splitlines()
+    if len(lines) != 2 or not lines[0].isdigit():
+        return None, None
+    pid, binary = int(lines[0]), lines[1]
+    _reap(pid)
+    return (pid, binary) if _alive(pid, binary) else (None, None)
+
+
+def _port(url):
+    return int(url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+
+
+def _answers(url, timeout=2.0):
+    """True when the SOAP endpoint answers HTTP (any status but 5xx) at ``url``."""
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
+    try:
+        with direct.open(url + "/vimServiceVersions.xml", timeout=timeout) as response:
+            return response.status < 500
+    except urllib.error.HTTPError as err:
+        return err.code < 500
+    except OSError:
+        return False
+
+
+def _settings(paths, url):
+    return {"type": "vsphere", "name": NAME, "host": HOST, "port": _port(url), "protocol": "http",
+            "username": USERNAME, "password": _password(paths)}
+
+
+def _log_tail(paths, lines=20):
+    text = _read(paths["log"]) or ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _launch(paths, port, flags, timeout):
+    """Start the binary on ``port``; return its URL, or None if it exited early."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(paths["url"])
+    env = dict(os.environ, VCSIM_PASSWORD=_password(paths), TMPDIR=paths["tmp"])
+    argv = [paths["bin"], "-listen", "%s:%d" % (HOST, port), "-url-file", paths["url"],
+            "-username", USERNAME] + flags
+    log_fd = os.open(paths["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log_fd,
+                                stderr=log_fd, start_new_session=True, close_fds=True)
+    finally:
+        os.close(log_fd)
+    _write_private(paths["pid"], "%d\n%s\n" % (proc.pid, paths["bin"]))
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            return None
+        url = _read(paths["url"])
+        if url and _answers(url):
+            return url
+        time.sleep(0.05)
+    _terminate(proc.pid, paths["bin"], 5.0)
+    raise RuntimeError("the simulator did not answer within %gs; log %s:\n%s"
+                       % (timeout, paths["log"], _log_tail(paths)))
+
+
+def start(run_dir=None, port=None, timeout=60.0, bin_dir=None, **model):
+    """Start the simulator (building it if needed) and return its provider settings.
+
+    Idempotent: a running simulator is reused as it is. ``port`` None reuses the previous
+    port when it is free (so provider settings survive a restart), else any free port.
+    ``bin_dir`` shares one cached binary between run directories (see :func:`build`).
+    ``model`` may set datacenters, clusters, hosts_per_cluster, vms and delay_ms.
+    """
+    paths = _paths(run_dir, bin_dir)
+    unknown = sorted(set(model) - set(MODEL_FLAGS))
+    if unknown:
+        raise TypeError("unknown simulator option(s) %s; known: %s"
+                        % (", ".join(unknown), ", ".join(sorted(MODEL_FLAGS))))
+    _mkdirs(paths)
+    with _locked(paths["lock"]):
+        url = _read(paths["url"])
+        if _running(paths)[0] and url and _answers(url):
+            return _settings(paths, url)
+        build(run_dir, bin_dir)
+        flags = []
+        for key, value in sorted(model.items()):
+            if value is not None:
+                flags += [MODEL_FLAGS[key], str(int(value))]
+        tries = [port] if port is not None else ([_port(url), 0] if url else [0])
+        for candidate in tries:
+            url = _launch(paths, candidate, flags, timeout)
+            if url:
+                return _settings(paths, url)
+        raise RuntimeError("the simulator exited at start; log %s:\n%s"
+                           % (paths["log"], _log_tail(paths)))
+
+
+def _terminate(pid, binary, timeout):
+    if not _alive(pid, binary):
+        return
+    os.kill(pid, signal.SIGCONT)  # a paused process cannot handle SIGTERM
+    os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        _reap(pid)
+        if not _alive(pid, binary):
+            return
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    time.sleep(0.05)
+    _reap(pid)
+
+
+def stop(run_dir=None, timeout=10.0):
+    """Stop the simulator (SIGTERM, then SIGKILL after ``timeout``); True if one was running."""
+    paths = _paths(run_dir)
+    _mkdirs(paths)
+    with _locked(paths["lock"]):
+        pid, binary = _running(paths)
+        if pid is not None:
+            _terminate(pid, binary, timeout)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(paths["pid"])
+        return pid is not None
+
+
+def _signal(run_dir, sig):
+    pid, _binary = _running(_paths(run_dir))
+    if pid is None:
+        raise RuntimeError("the simulator is not running (start it with: vcsim.py up)")
+    os.kill(pid, sig)
+
+
+def pause(run_dir=None):
+    """Freeze the simulator (SIGSTOP): connections are accepted but never answered."""
+    _signal(run_dir, signal.SIGSTOP)
+
+
+def resume(run_dir=None):
+    """Thaw a paused simulator (SIGCONT)."""
+    _signal(run_dir, signal.SIGCONT)
+
+
+def status(run_dir=None):
+    """Describe the simulator: running, pid, url, log path and provider settings (or None)."""
+    paths = _paths(run_dir)
+    pid, _binary = _running(paths)
+    url = _read(paths["url"]) if pid else None
+    return {"running": pid is not None, "pid": pid, "url": url, "log": paths["log"],
+            "provider": _settings(paths, url) if url else None}
+
+
+def _masked(info, run_dir):
+    """``info`` for printing: the password replaced by the path of the file holding it."""
+    provider = info.get("provider")
+    if provider:
+        info = dict(info, provider=dict(provider, password="***"),
+                    password_file=_paths(run_dir)["password"])
+    return info
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="vSphere API simulator of the local lab")
+    parser.add_argument("action", choices=["up", "down", "status", "pause", "resume", "build"])
+    parser.add_argument("--run-dir", default=DEFAULT_RUN_DIR)
+    parser.add_argument("--port", type=int, default=None)
+    args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except RuntimeError as exc:
+        print("vcsim.py %s: %s" % (args.action, exc), file=sys.stderr)
+        return 1
+
+
+def _run(args):
+    if args.action == "build":
+        started = time.monotonic()
+        path = build(args.run_dir)
+        print(json.dumps({"binary": path, "seconds": round(time.monotonic() - started, 2)}))
+        return 0
+    if args.action == "up":
+        start(args.run_dir, port=args.port)
+    elif args.action == "down":
+        stop(args.run_dir)
+    elif args.action == "pause":
+        pause(args.run_dir)
+    elif args.action == "resume":
+        resume(args.run_dir)
+    print(json.dumps(_masked(status(args.run_dir), args.run_dir), indent=2, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

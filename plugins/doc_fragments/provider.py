@@ -1,0 +1,31 @@
+# -*- coding: utf-8 -*-
+# Copyright: resilient.virt contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Options of modules that talk to a hypervisor provider."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+class ModuleDocFragment(object):
+    DOCUMENTATION = r"""
+options:
+  provider:
+    description:
+      - The provider to talk to, either a dict or the name of an entry of O(providers).
+      - The dict names the backend C(type) (C(libvirt), C(vsphere), or a type a third-party
+        package registers) and its connection settings.
+      - "libvirt: C(uri) (for example C(qemu:///system), C(qemu+ssh://root@kvm1/system),
+        C(qemu+unix:///system?socket=/path/libvirt-sock)), C(name), C(az), C(traits),
+        C(storage_pool), C(domain_type) (C(qemu) or C(kvm))."
+      - "vsphere: C(host), C(port), C(username), C(password), C(validate_certs) (default true),
+        C(datacenter)."
+      - Keys such as C(password) and C(token) are treated as secrets and never shown.
+      - When omitted and O(providers) holds exactly one entry, that entry is used.
+    type: raw
+  providers:
+    description:
+      - Named provider dicts, so a play can set them once with O(module_defaults) and tasks refer
+        to one by name in O(provider).
+    type: dict
+"""

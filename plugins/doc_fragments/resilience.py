@@ -1,0 +1,94 @@
+# -*- coding: utf-8 -*-
+# Copyright: resilient.virt contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Options every resilient.virt module shares: the state store and the resilience settings."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+class ModuleDocFragment(object):
+    DOCUMENTATION = r"""
+options:
+  state_store:
+    description:
+      - Where circuit breakers, rate limits and failover reservations keep their state, shared by
+        every fork of a play and by later runs.
+      - C(sqlite:///path/to/state.db) for one machine (the file is created with mode 0600),
+        C(redis://[:password@]host:6379/0) or C(rediss://...) (TLS, certificate verified) for
+        several machines.
+      - Defaults to the environment variable E(RESILIENT_VIRT_STATE_STORE), else
+        C(sqlite:///~/.ansible/resilient_virt/state.db).
+    type: str
+  resilience:
+    description:
+      - Retry, circuit breaker, rate limit and timeout settings for every provider call of the task.
+      - Each key falls back to its environment variable, then to the retry preset, then to the
+        built-in default. Durations accept seconds as a number or strings such as C(100ms), C(30s), C(4m).
+      - Settable once for all modules through O(module_defaults) with the C(group/resilient.virt.all) action group.
+    type: dict
+    suboptions:
+      retry_preset:
+        description:
+          - C(default) is 5 attempts, 0.5 s first delay, 30 s cap, x2; C(aggressive) 10, 0.1 s, x1.5;
+            C(conservative) 3, 1 s, x3; C(none) one attempt only.
+          - Environment E(RESILIENT_VIRT_RETRY_PRESET).
+        type: str
+        choices: [default, aggressive, conservative, none]
+      max_attempts:
+        description: Attempts per call, the first included. Environment E(RESILIENT_VIRT_RETRY_MAX_ATTEMPTS).
+        type: int
+      base_delay:
+        description: Delay before the first retry. Environment E(RESILIENT_VIRT_RETRY_BASE_DELAY).
+        type: raw
+      max_delay:
+        description: Cap on one delay. Environment E(RESILIENT_VIRT_RETRY_MAX_DELAY).
+        type: raw
+      multiplier:
+        description: Growth of the delay per attempt. Environment E(RESILIENT_VIRT_RETRY_MULTIPLIER).
+        type: float
+      deadline:
+        description:
+          - Overall time for one call, retries included. When time remains but the next delay would
+            pass it, one last attempt is made at the deadline. Environment E(RESILIENT_VIRT_RETRY_DEADLINE).
+        type: raw
+      failure_threshold:
+        description:
+          - Consecutive failures that show the provider is unhealthy (unavailable, timed out) before
+            its circuit breaker opens. Environment E(RESILIENT_VIRT_CB_FAILURE_THRESHOLD).
+        type: int
+      reset_timeout:
+        description:
+          - Time an open breaker rejects calls, counted from the moment it opened, before it lets
+            probes through. Environment E(RESILIENT_VIRT_CB_RESET_SECONDS).
+        type: raw
+      half_open_max_calls:
+        description: Probes allowed at once while half-open. Environment E(RESILIENT_VIRT_CB_HALF_OPEN_MAX_CALLS).
+        type: int
+      success_threshold:
+        description: Successful probes that close a half-open breaker. Environment E(RESILIENT_VIRT_CB_SUCCESS_THRESHOLD).
+        type: int
+      rate_limit_qps:
+        description:
+          - Calls per second to one provider, across every process that shares the state store.
+            C(0) means no limit. Environment E(RESILIENT_VIRT_RATE_LIMIT_QPS).
+        type: float
+      rate_limit_burst:
+        description: Calls allowed at once above the steady rate. Environment E(RESILIENT_VIRT_RATE_LIMIT_BURST).
+        type: int
+      timeout_describe:
+        description: Time limit of one read call (describe, list). Environment E(RESILIENT_VIRT_RPC_TIMEOUT_DESCRIBE); default 30s.
+        type: raw
+      timeout_mutating:
+        description: Time limit of one mutating call (create, delete, power). Environment E(RESILIENT_VIRT_RPC_TIMEOUT_MUTATING); default 4m.
+        type: raw
+      timeout_validate:
+        description: Time limit of a connectivity check. Environment E(RESILIENT_VIRT_RPC_TIMEOUT_VALIDATE); default 10s.
+        type: raw
+      timeout_task_status:
+        description: Time limit of one task status poll. Environment E(RESILIENT_VIRT_RPC_TIMEOUT_TASK_STATUS); default 10s.
+        type: raw
+notes:
+  - Circuit breaker state is published as the fact C(resilient_virt_breakers), so it lands in the
+    fact cache and shows in AWX.
+"""

@@ -1,0 +1,220 @@
+"""Circuit breaker whose state lives in the state store, shared by every process.
+
+States: ``closed`` (calls pass), ``open`` (calls are refused with BreakerOpen), ``half_open``
+(up to ``half_open_max_calls`` probe calls at once; the rest are refused). ``failure_threshold``
+consecutive unhealthy failures (errors.counts_against_breaker: Unavailable, Timeout, other
+Retryable) open it. Answers that prove the provider alive (NotFound, InvalidSpec, Conflict,
+Unauthorized, NotSupported, QuotaExceeded, RateLimit) count as successes. Other errors (Internal,
+BreakerOpen) give no verdict. An open breaker half-opens ``reset_timeout`` seconds after it
+opened; refused calls do not push that time back. A failed probe opens it again (new
+``opened_at``); ``success_threshold`` successful probes close it. A probe holds a lease of
+``probe_lease`` seconds so that a probe whose process died frees its slot when the lease ends.
+
+``force_open()`` opens the breaker now, exactly as failures would: it half-opens after
+``reset_timeout`` unless ``reset()`` closes it first.
+
+Every change is one ``store.update`` so counters stay exact with many processes. A call through
+a closed breaker costs one store read before it and one update after it.
+"""
+import os
+import time
+
+from ansible_collections.resilient.virt.plugins.module_utils.errors import (
+    BreakerOpen, InvalidSpec, classify, counts_against_breaker, redact)
+
+__all__ = ("CircuitBreaker", "Permit", "list_breakers", "get_breaker_snapshot", "NAMESPACE")
+
+NAMESPACE = "breaker"
+DEFAULT_PROBE_LEASE = 240.0
+ALIVE_ERRORS = frozenset(("NotFound", "InvalidSpec", "Conflict", "Unauthorized", "NotSupported",
+                          "QuotaExceeded", "RateLimit"))
+_EMPTY = {"state": "closed", "consecutive_failures": 0, "failures_total": 0, "opened_total": 0,
+          "rejected_total": 0, "successes_total": 0, "opened_at": None, "half_open_at": None,
+          "probes": {}, "probe_successes": 0, "last_error": None}
+_CONFIG = ("failure_threshold", "reset_timeout", "half_open_max_calls", "success_threshold",
+           "probe_lease")
+
+
+class Permit:
+    """Admission to one call; hand it back to on_success, on_failure or release."""
+
+    __slots__ = ("breaker", "probe")
+
+    def __init__(self, breaker, probe=None):
+        self.breaker = breaker
+        self.probe = probe
+
+    def __repr__(self):
+        return "Permit(%r, probe=%r)" % (self.breaker, self.probe)
+
+
+def _utc(epoch):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def _advance(current, now):
+    """A copy of the stored record brought to ``now``: open -> half_open, stale probes dropped."""
+    rec = dict(_EMPTY)
+    if current:
+        rec.update(current)
+    rec["probes"] = {pid: exp for pid, exp in rec["probes"].items() if exp > now}
+    if rec["state"] == "open" and now >= rec["half_open_at"]:
+        rec.update(state="half_open", probes={}, probe_successes=0)
+    return rec
+
+
+def _view(name, current, now, config):
+    rec = _advance(current, now)
+    out = {"name": name}
+    for field in ("state", "consecutive_failures", "failures_total", "opened_total",
+                  "rejected_total", "successes_total", "opened_at", "half_open_at", "last_error"):
+        out[field] = rec[field]
+    out["probes_in_flight"] = len(rec["probes"])
+    for field in _CONFIG:
+        out[field] = config.get(field, (current or {}).get(field))
+    return out
+
+
+def _positive(name, value, kind):
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        number = 0
+    if number <= 0 or (kind is int and number != value):
+        raise InvalidSpec("circuit breaker %s must be %s > 0, got %r"
+                          % (name, "an integer" if kind is int else "a number", value))
+    return number
+
+
+class CircuitBreaker:
+    """The breaker ``name`` (e.g. ``libvirt:lab1``) stored in ``store``."""
+
+    def __init__(self, store, name, failure_threshold=5, reset_timeout=30.0,
+                 half_open_max_calls=1, success_threshold=1, probe_lease=None):
+        self.store = store
+        self.name = name
+        self.failure_threshold = _positive("failure_threshold", failure_threshold, int)
+        self.reset_timeout = _positive("reset_timeout", reset_timeout, float)
+        self.half_open_max_calls = _positive("half_open_max_calls", half_open_max_calls, int)
+        self.success_threshold = _positive("success_threshold", success_threshold, int)
+        self.probe_lease = _positive("probe_lease", DEFAULT_PROBE_LEASE if probe_lease is None
+                                     else probe_lease, float)
+        self._config = {field: getattr(self, field) for field in _CONFIG}
+
+    def _change(self, fn):
+        """store.update with ``fn(rec, now) -> result`` on an advanced copy; config recorded."""
+        def apply(current, now):
+            rec = _advance(current, now)
+            result = fn(rec, now)
+            rec.update(self._config)
+            return rec, result
+        return self.store.update(NAMESPACE, self.name, apply)
+
+    def _open(self, rec, now):
+        rec.update(state="open", opened_at=now, half_open_at=now + self.reset_timeout,
+                   opened_total=rec["opened_total"] + 1, probes={}, probe_successes=0)
+
+    def before_call(self):
+        """A Permit for one call, or BreakerOpen (counted in rejected_total)."""
+        current = self.store.get(NAMESPACE, self.name)
+        if current is None or current.get("state") == "closed":
+            return Permit(self.name)
+        probe = os.urandom(8).hex()
+
+        def admit(rec, now):
+            if rec["state"] == "closed":
+                return Permit(self.name), None
+            if rec["state"] == "half_open" and len(rec["probes"]) < self.half_open_max_calls:
+                rec["probes"][probe] = now + self.probe_lease
+                return Permit(self.name, probe), None
+            rec["rejected_total"] += 1
+            return None, self._refusal(rec, now)
+
+        permit, refusal = self._change(admit)
+        if refusal is not None:
+            raise refusal
+        return permit
+
+    def _refusal(self, rec, now):
+        if rec["state"] == "open":
+            at = rec["half_open_at"]
+            last = rec["last_error"]
+            why = "after %d consecutive failures" % rec["consecutive_failures"]
+            if last:
+                why += ", last %s: %s" % (last["type"], last["message"])
+            message = ("circuit breaker %r is open (%s): calls are refused until it half-opens "
+                       "at %s (in %.1f s)" % (self.name, why, _utc(at), max(0.0, at - now)))
+        else:
+            at = min(rec["probes"].values())
+            message = ("circuit breaker %r is half-open and its %d probe slot(s) are taken: calls "
+                       "are refused until a probe ends, at the latest at %s (in %.1f s)"
+                       % (self.name, self.half_open_max_calls, _utc(at), max(0.0, at - now)))
+        return BreakerOpen(self.name, at, message=message)
+
+    def on_success(self, permit):
+        """The provider answered: count it; enough successful probes close the breaker."""
+        def success(rec, now):
+            rec["successes_total"] += 1
+            if permit.probe is not None and rec["probes"].pop(permit.probe, None) is not None:
+                rec["probe_successes"] += 1
+                if rec["probe_successes"] >= self.success_threshold:
+                    rec.update(state="closed", consecutive_failures=0, opened_at=None,
+                               half_open_at=None, probes={}, probe_successes=0)
+            elif rec["state"] == "closed":
+                rec["consecutive_failures"] = 0
+        self._change(success)
+
+    def on_failure(self, permit, err):
+        """The call failed with ``err``: unhealthy errors count, alive-proving ones succeed."""
+        err = classify(err)
+        if err.type in ALIVE_ERRORS:
+            return self.on_success(permit)
+        if not counts_against_breaker(err):
+            return self.release(permit)
+        last = {"type": err.type, "message": redact(err.message)[:500]}
+
+        def failure(rec, now):
+            rec["failures_total"] += 1
+            rec["consecutive_failures"] += 1
+            rec["last_error"] = last
+            if permit.probe is not None and rec["probes"].pop(permit.probe, None) is not None:
+                self._open(rec, now)
+            elif rec["state"] == "closed" and \
+                    rec["consecutive_failures"] >= self.failure_threshold:
+                self._open(rec, now)
+        self._change(failure)
+
+    def release(self, permit):
+        """The call ended without a verdict from the provider: only free its probe slot."""
+        if permit.probe is None:
+            return
+
+        def free(rec, now):
+            rec["probes"].pop(permit.probe, None)
+        self._change(free)
+
+    def reset(self):
+        """Close now; the failure streak is cleared, the totals are kept."""
+        self._change(lambda rec, now: rec.update(
+            state="closed", consecutive_failures=0, opened_at=None, half_open_at=None, probes={},
+            probe_successes=0))
+
+    def force_open(self):
+        """Open now (opened_at = now); it half-opens after reset_timeout like any open breaker."""
+        self._change(self._open)
+
+    def snapshot(self):
+        return _view(self.name, self.store.get(NAMESPACE, self.name), self.store.now(),
+                     self._config)
+
+
+def get_breaker_snapshot(store, name):
+    """Snapshot of the breaker ``name`` as last written, or None if it never changed."""
+    current = store.get(NAMESPACE, name)
+    return None if current is None else _view(name, current, store.now(), {})
+
+
+def list_breakers(store):
+    """Snapshots of every breaker in ``store``, sorted by name."""
+    now = store.now()
+    return [_view(name, rec, now, {}) for name, rec in sorted(store.items(NAMESPACE).items())]

@@ -1,0 +1,334 @@
+"""Error taxonomy shared by every part of the collection, and the classifier into it.
+
+Every failure that leaves a provider becomes one :class:`VirtError` subclass. ``retryable``
+says whether trying again can help; :func:`counts_against_breaker` says whether the failure
+shows the provider is unhealthy. Library exceptions (socket, ``requests``, ``urllib3``,
+``http.client``, ``urllib``) are recognised by class name and module, so none of those
+libraries is imported here.
+"""
+import errno
+import re
+import socket
+import time
+
+__all__ = (
+    "VirtError", "NotFound", "InvalidSpec", "Unauthorized", "NotSupported", "QuotaExceeded",
+    "Conflict", "Internal", "Retryable", "Unavailable", "RateLimit", "Timeout", "BreakerOpen",
+    "find_error", "classify", "classify_http", "parse_retry_after", "counts_against_breaker",
+    "redact",
+)
+
+
+class VirtError(Exception):
+    """Base of the taxonomy. ``str(err)`` is ``err.message``; ``err.cause`` is the original."""
+
+    type = "VirtError"
+    retryable = False
+
+    def __init__(self, message, cause=None, retry_after=None, details=None):
+        super().__init__(message)
+        self.message = message
+        self.cause = cause
+        self.retry_after = None if retry_after is None else float(retry_after)
+        self.details = details
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "type" not in cls.__dict__:
+            cls.type = cls.__name__
+
+    def __str__(self):
+        return self.message
+
+    def __repr__(self):
+        return "%s(%r)" % (type(self).__name__, self.message)
+
+    def to_dict(self):
+        """JSON-able summary for module results: type, message, retryable, retry_after, details."""
+        out = {"type": self.type, "message": self.message, "retryable": self.retryable,
+               "retry_after": self.retry_after}
+        if self.details:
+            out["details"] = self.details
+        return out
+
+
+class NotFound(VirtError):
+    """The named resource does not exist."""
+
+
+class InvalidSpec(VirtError):
+    """The request is wrong; ``details={"errors": [{"path": ..., "message": ...}]}`` lists fields."""
+
+
+class Unauthorized(VirtError):
+    """Credentials rejected, permission denied or server certificate not trusted."""
+
+
+class NotSupported(VirtError):
+    """The provider cannot do this operation."""
+
+
+class QuotaExceeded(VirtError):
+    """Out of capacity or quota; waiting a few seconds will not help."""
+
+
+class Conflict(VirtError):
+    """The resource is in a state that forbids the operation (exists, busy, changed meanwhile)."""
+
+
+class Internal(VirtError):
+    """Unexpected failure: a bug here or in the provider library."""
+
+
+class Retryable(VirtError):
+    """Transient failure: the same call may succeed later."""
+
+    retryable = True
+
+
+class Unavailable(Retryable):
+    """The provider cannot be reached or answered that it is unavailable."""
+
+
+class RateLimit(Retryable):
+    """Too many requests; ``retry_after`` says how long to wait when known."""
+
+
+class Timeout(Retryable):
+    """The provider did not answer in time."""
+
+
+class BreakerOpen(VirtError):
+    """Calls are refused locally because the circuit breaker ``breaker`` is open.
+
+    ``half_open_at`` is the epoch time at which one probe call will be allowed again.
+    """
+
+    def __init__(self, breaker, half_open_at, message=None, cause=None, details=None):
+        half_open_at = float(half_open_at)
+        wait = max(0.0, half_open_at - time.time())
+        if message is None:
+            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(half_open_at))
+            message = ("circuit breaker %r is open: calls are refused until it half-opens at %s "
+                       "(in %.1f s); see the breaker with resilient.virt.circuit_breaker"
+                       % (breaker, when, wait))
+        merged = {"breaker": breaker, "half_open_at": half_open_at}
+        merged.update(details or {})
+        super().__init__(message, cause=cause, retry_after=wait, details=merged)
+        self.breaker = breaker
+        self.half_open_at = half_open_at
+
+
+def _links(exc):
+    """Exceptions directly behind ``exc``: explicit cause, ``.cause``/``.reason``, then context."""
+    out = [exc.__cause__]
+    for attr in ("cause", "reason"):
+        out.append(getattr(exc, attr, None))
+    if not exc.__suppress_context__:
+        out.append(exc.__context__)
+    return [e for e in out if isinstance(e, BaseException)]
+
+
+def _chain(exc):
+    """``exc`` then every exception behind it, depth first, each once."""
+    seen = set()
+    stack = [exc]
+    while stack:
+        cur = stack.pop()
+        if id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        yield cur
+        stack.extend(reversed(_links(cur)))
+
+
+def find_error(exc):
+    """Return ``exc`` if it is a VirtError, else the first VirtError behind it, else None."""
+    if exc is None:
+        return None
+    for cur in _chain(exc):
+        if isinstance(cur, VirtError):
+            return cur
+    return None
+
+
+_URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@")
+_SECRET_PARAM = re.compile(r"(?i)\b(password|passwd|token|secret|api_key)=[^&\s'\"]+")
+
+
+def redact(text):
+    """Remove URL user/password parts and ``password=...``-like parameters from ``text``."""
+    text = _URL_USERINFO.sub(r"\g<scheme>***@", str(text))
+    return _SECRET_PARAM.sub(r"\1=***", text)
+
+
+def _describe(exc):
+    text = redact(exc)
+    name = type(exc).__name__
+    return "%s: %s" % (name, text) if text else name
+
+
+_NET_ERRNOS = frozenset(getattr(errno, n) for n in (
+    "ECONNREFUSED", "ECONNRESET", "ECONNABORTED", "EPIPE", "EHOSTUNREACH", "ENETUNREACH",
+    "ENETDOWN", "ENETRESET", "EHOSTDOWN", "ENOTCONN", "ESHUTDOWN") if hasattr(errno, n))
+
+# (library, class name) -> taxonomy class or special handling; matched along the MRO, leaf
+# first, so e.g. requests' ConnectTimeout (also a ConnectionError) is a Timeout. Library
+# classes are recognised by module, so a user class called ``HTTPError`` is not mistaken.
+_LIB_KINDS = {
+    ("requests", "SSLError"): "tls", ("urllib3", "SSLError"): "tls",
+    ("requests", "ConnectTimeout"): Timeout, ("requests", "ReadTimeout"): Timeout,
+    ("requests", "Timeout"): Timeout, ("urllib3", "ConnectTimeoutError"): Timeout,
+    ("urllib3", "ReadTimeoutError"): Timeout, ("urllib3", "TimeoutError"): Timeout,
+    ("urllib3", "NewConnectionError"): Unavailable, ("urllib3", "NameResolutionError"): Unavailable,
+    ("urllib3", "ProtocolError"): Unavailable, ("urllib3", "ProxyError"): Unavailable,
+    ("requests", "ConnectionError"): Unavailable, ("requests", "ChunkedEncodingError"): Unavailable,
+    ("http", "IncompleteRead"): Unavailable, ("http", "BadStatusLine"): Unavailable,
+    ("requests", "HTTPError"): "http", ("urllib", "HTTPError"): "http",
+    ("urllib3", "MaxRetryError"): "reason", ("urllib", "URLError"): "reason",
+}
+
+
+def _library_kind(exc):
+    for klass in type(exc).__mro__:
+        family = (klass.__module__ or "").split(".")[0]
+        kind = _LIB_KINDS.get((family, klass.__name__))
+        if kind is not None:
+            return kind
+    return None
+
+
+def _cert_failure(exc):
+    for cur in _chain(exc):
+        if type(cur).__name__ == "SSLCertVerificationError" or \
+                "CERTIFICATE_VERIFY_FAILED" in str(cur):
+            return True
+    return False
+
+
+def _from_http_error(exc):
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    headers = getattr(response, "headers", None)
+    if status is None:  # urllib.error.HTTPError carries code/headers itself
+        status, headers = getattr(exc, "code", None), getattr(exc, "headers", None)
+    if status is None:
+        return Unavailable(_describe(exc))
+    return classify_http(status, headers, redact(exc))
+
+
+def _builtin(exc):
+    """Map standard and well-known library failures; None when unknown."""
+    kind = _library_kind(exc)
+    if kind == "tls" or type(exc).__name__ == "SSLCertVerificationError":
+        if _cert_failure(exc):
+            return Unauthorized("TLS certificate verification failed (%s); trust the server's CA "
+                                "or, for a lab only, set validate_certs to false" % redact(exc))
+        return Unavailable(_describe(exc))
+    if kind == "http":
+        return _from_http_error(exc)
+    if kind == "reason":
+        inner = getattr(exc, "reason", None)
+        found = _builtin(inner) if isinstance(inner, BaseException) else None
+        if isinstance(found, Unauthorized):
+            return found
+        return (type(found) if found else Unavailable)(_describe(exc))
+    if kind is not None:
+        return kind(_describe(exc))
+    if isinstance(exc, (TimeoutError, socket.timeout)) or any(
+            k.__name__ == "TimeoutError" for k in type(exc).__mro__):
+        return Timeout(_describe(exc))
+    if isinstance(exc, (ConnectionError, socket.gaierror, socket.herror)):
+        return Unavailable(_describe(exc))
+    if isinstance(exc, OSError) and exc.errno == errno.ETIMEDOUT:
+        return Timeout(_describe(exc))
+    if isinstance(exc, OSError) and exc.errno in _NET_ERRNOS:
+        return Unavailable(_describe(exc))
+    return None
+
+
+def classify(exc, classifiers=()):
+    """Return the VirtError for any exception; the original stays reachable as ``.cause``.
+
+    Order: a VirtError already in ``exc`` or its cause chain; the first non-None answer of the
+    ``classifiers`` callables (``fn(exc) -> VirtError | None``); standard network and HTTP
+    library failures; otherwise :class:`Internal`.
+    """
+    found = find_error(exc)
+    if found is not None:
+        return found
+    for classifier in classifiers:
+        err = classifier(exc)
+        if err is not None:
+            if err.cause is None:
+                err.cause = exc
+            return err
+    err = _builtin(exc) or Internal(_describe(exc))
+    err.cause = exc
+    return err
+
+
+def _header(headers, name):
+    if not headers:
+        return None
+    getter = getattr(headers, "get", None)
+    value = getter(name) if getter else None
+    if value is None and hasattr(headers, "items"):
+        for key, val in headers.items():
+            if str(key).lower() == name.lower():
+                return val
+    return value
+
+
+def parse_retry_after(value, now=None):
+    """Seconds to wait from a ``Retry-After`` value (delta-seconds or HTTP-date); None if invalid."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    from email.utils import parsedate_to_datetime
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    if when.tzinfo is None:  # HTTP-dates are always GMT
+        from datetime import timezone
+        when = when.replace(tzinfo=timezone.utc)
+    now = time.time() if now is None else now
+    return max(0.0, when.timestamp() - now)
+
+
+_HTTP = {400: InvalidSpec, 422: InvalidSpec, 401: Unauthorized, 403: Unauthorized,
+         404: NotFound, 409: Conflict, 412: Conflict, 429: RateLimit, 501: NotSupported,
+         408: Timeout, 504: Timeout, 500: Unavailable, 502: Unavailable, 503: Unavailable,
+         402: QuotaExceeded, 413: QuotaExceeded, 507: QuotaExceeded}
+
+
+def classify_http(status, headers=None, message=""):
+    """Map an HTTP status (and ``Retry-After`` for 429/503) to a VirtError."""
+    status = int(status)
+    klass = _HTTP.get(status)
+    if klass is None:
+        klass = InvalidSpec if 400 <= status < 500 else Unavailable if status >= 500 else Internal
+    retry_after = None
+    if status in (429, 503):
+        retry_after = parse_retry_after(_header(headers, "Retry-After"))
+    text = "HTTP %d" % status
+    if message:
+        text += ": %s" % redact(message)
+    return klass(text, retry_after=retry_after, details={"status": status})
+
+
+def counts_against_breaker(err):
+    """True when ``err`` shows the provider unhealthy: Unavailable, Timeout, other Retryable.
+
+    RateLimit proves the provider is alive; non-retryable errors are answers, not outages.
+    """
+    if not isinstance(err, VirtError):
+        err = classify(err)
+    return isinstance(err, Retryable) and not isinstance(err, RateLimit)

@@ -1,0 +1,273 @@
+"""One reconcile cycle of failover reservations, as a pure function of its inputs.
+
+Steps, in order:
+  1. drop allocations whose VM is gone or has moved (a VM missing from the VM list is kept
+     while a hypervisor reports it running on the recorded host);
+  2. drop VMs that no longer meet constraints 1-5 (reservations by name, VMs by uuid);
+  3. revalidate reservations that are due; invalid ones are deleted with a Ready=False
+     condition saying why, valid ones get ``acknowledged_at`` = now;
+  4. delete reservations left without allocations;
+  5. for each VM short of the slots its flavor requires (largest memory first, at most
+     ``max_vms_to_process`` per cycle in a rotating window): join the most shared eligible
+     reservation in its zone, else create one on the hypervisor with the most free room, at
+     most one new reservation per hypervisor per cycle unless that limit is off; a VM's missing
+     slots are chosen together (see slot_search) so an early choice does not strand a later one.
+The same inputs give the same result; ``now`` and ``cycle`` are inputs for that reason.
+"""
+from dataclasses import replace
+
+from ansible_collections.resilient.virt.plugins.module_utils.conditions import (
+    READY, make_condition, set_condition)
+from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
+from ansible_collections.resilient.virt.plugins.module_utils.failover.capacity import CapacityLedger
+from ansible_collections.resilient.virt.plugins.module_utils.failover.cleanup import (
+    empty_reservations, stale_allocations)
+from ansible_collections.resilient.virt.plugins.module_utils.failover.eligibility import (
+    remove_ineligible)
+from ansible_collections.resilient.virt.plugins.module_utils.failover.graph import DependencyGraph
+from ansible_collections.resilient.virt.plugins.module_utils.failover.model import Reservation
+from ansible_collections.resilient.virt.plugins.module_utils.failover.naming import NameAllocator
+from ansible_collections.resilient.virt.plugins.module_utils.failover.placement import HostPicker
+from ansible_collections.resilient.virt.plugins.module_utils.failover.plan import (
+    CycleResult, Deletion, VMStatus)
+from ansible_collections.resilient.virt.plugins.module_utils.failover.requirements import (
+    required_count)
+from ansible_collections.resilient.virt.plugins.module_utils.failover.resources import (
+    reservation_size, vm_fits)
+from ansible_collections.resilient.virt.plugins.module_utils.failover.revalidation import (
+    find_problem, is_due)
+from ansible_collections.resilient.virt.plugins.module_utils.failover.selection import (
+    Need, select_window)
+from ansible_collections.resilient.virt.plugins.module_utils.failover.share_queue import ShareQueue
+from ansible_collections.resilient.virt.plugins.module_utils.failover.slot_search import (
+    BRANCH_LIMIT, search_slots)
+from ansible_collections.resilient.virt.plugins.module_utils.failover.timestamps import format_time
+from ansible_collections.resilient.virt.plugins.module_utils.failover.traits import (
+    host_satisfies, trait_needs)
+
+__all__ = ("run_cycle", "ACTIVE_REASON", "EMPTY")
+
+ACTIVE_REASON = "ReservationActive"
+ACTIVE_MESSAGE = "Failover reservation is active and ready"
+EMPTY = "Empty"
+
+
+def _unique(items, key, what):
+    seen = {}
+    for index, item in enumerate(items):
+        name = getattr(item, key)
+        if name in seen:
+            raise InvalidSpec("%s[%d].%s: %r is used twice (also at index %d); every %s must be unique"
+                              % (what, index, key, name, seen[name], key))
+        seen[name] = index
+    return {getattr(item, key): item for item in items}
+
+
+def run_cycle(hypervisors, vms, reservations, settings, now, cycle=0, running=None):
+    """Run one cycle and return a :class:`CycleResult`; the inputs are not modified.
+
+    hypervisors: [Hypervisor]; vms: [VM]; reservations: [Reservation]; settings:
+    FailoverSettings; now: epoch seconds; cycle: counter that moves the processing window;
+    running: {vm uuid: host} that hypervisors report running (keeps allocations of VMs the
+    VM list lacks).
+    """
+    return _Cycle(hypervisors, vms, reservations, settings, now, cycle, running or {}).run()
+
+
+class _Cycle:
+    def __init__(self, hypervisors, vms, reservations, settings, now, cycle, running):
+        self.hv = _unique(hypervisors, "name", "hypervisors")
+        self.vms = _unique(vms, "uuid", "vms")
+        originals = _unique(reservations, "name", "reservations")
+        self.work = {name: replace(res, allocations=dict(res.allocations),
+                                   resources=dict(res.resources),
+                                   conditions=[dict(c) for c in res.conditions])
+                     for name, res in sorted(originals.items())}
+        self.settings = settings
+        self.now = now
+        self.stamp = format_time(now)
+        self.cycle = cycle
+        self.hosts = dict(running)
+        self.hosts.update((uuid, vm.host) for uuid, vm in self.vms.items())
+        self.result = CycleResult(reservations=[])
+        self.changed = set()
+        self.names = NameAllocator(originals)
+        self.graph = None
+        self.ledger = None
+
+    def run(self):
+        self._drop_stale()
+        self.graph = DependencyGraph.from_reservations(list(self.work.values()), self.hosts)
+        self.ledger = CapacityLedger(self.hv.values(), self.vms.values(), self.work.values())
+        self._drop_ineligible()
+        self._revalidate()
+        self._drop_empty()
+        self._assign()
+        self.result.changed = sorted(n for n in self.changed
+                                     if n in self.work and n not in set(self.result.created))
+        self.result.reservations = [self.work[n] for n in sorted(self.work)]
+        return self.result
+
+    def _touch(self, res):
+        res.last_changed = self.stamp
+        res.acknowledged_at = None
+        self.changed.add(res.name)
+
+    def _apply_removals(self, removals):
+        for removal in removals:
+            res = self.work[removal.reservation]
+            res.allocations.pop(removal.vm, None)
+            self._touch(res)
+        self.result.removals.extend(removals)
+
+    def _drop_stale(self):
+        self._apply_removals(stale_allocations(self.work.values(), {u: v.host for u, v in
+                                                                    self.vms.items()}, self.hosts))
+
+    def _drop_ineligible(self):
+        self._apply_removals(remove_ineligible(self.graph, list(self.work), self.hosts))
+
+    def _delete(self, name, reason, message):
+        res = self.work.pop(name)
+        self.graph.remove_reservation(name)
+        self.ledger.give_back(res.host, *reservation_size(res.resources))
+        self.result.deleted.append(Deletion(res, reason, message))
+
+    def _revalidate(self):
+        interval = self.settings.revalidation_interval
+        for name in list(self.work):
+            res = self.work[name]
+            if not res.allocations or not is_due(res, self.now, interval):
+                continue
+            problem = find_problem(res, self.hv.get(res.host), self.vms, self.ledger)
+            if problem is None:
+                res.acknowledged_at = self.stamp
+                res.conditions = set_condition(res.conditions, make_condition(
+                    READY, "True", ACTIVE_REASON, ACTIVE_MESSAGE, now=self.now))
+                self.result.acknowledged += 1
+                continue
+            res.last_changed = self.stamp
+            res.conditions = set_condition(res.conditions, make_condition(
+                READY, "False", problem[0], problem[1], now=self.now))
+            self._delete(name, *problem)
+
+    def _drop_empty(self):
+        for name in empty_reservations(list(self.work.values())):
+            self._delete(name, EMPTY, "no VM uses this reservation any more")
+
+    def _zone(self, vm):
+        if vm.az:
+            return vm.az
+        hv = self.hv.get(vm.host)
+        return hv.az if hv is not None else ""
+
+    def _assign(self):
+        requirements = self.settings.requirements
+        needs, status = [], {}
+        for uuid in sorted(self.vms):
+            vm = self.vms[uuid]
+            required = required_count(vm.flavor, requirements)
+            held = len(self.graph.reservations_of(uuid))
+            if required or held:
+                status[uuid] = VMStatus(uuid, vm.host, self._zone(vm), vm.flavor, required, held)
+            if required > held:
+                needs.append(Need(vm, required, held))
+        selected, deferred = select_window(needs, self.settings.max_vms_to_process, self.cycle)
+        for need in deferred:
+            status[need.vm.uuid].why = ("waiting for a later cycle (max_vms_to_process=%d)"
+                                        % self.settings.max_vms_to_process)
+        queues = self._share_queues()
+        picker = HostPicker(self.hv.values(), self.ledger, self.graph,
+                            self.settings.limit_one_new_per_hypervisor)
+        for need in selected:
+            vm_status = status[need.vm.uuid]
+            vm_status.why = self._cover(need, vm_status.az, queues, picker)
+            vm_status.held = len(self.graph.reservations_of(need.vm.uuid))
+        self.result.processed = len(selected)
+        self.result.deferred = len(deferred)
+        self.result.vm_status = [status[u] for u in sorted(status)]
+
+    def _share_queues(self):
+        queues = {}
+        for name, res in self.work.items():
+            hv = self.hv.get(res.host)
+            if hv is not None:
+                queues.setdefault(hv.az, ShareQueue()).add(name, len(res.allocations))
+        return queues
+
+    def _cover(self, need, az, queues, picker):
+        """Give ``need.vm`` its missing slots; returns why it stays short, or None."""
+        vm = need.vm
+        if vm.vcpus is None or vm.memory_mb is None:
+            return "the VM's vcpus or memory_mb is unknown"
+        if not az:
+            return "the VM's availability zone is unknown"
+        self.graph.add_vm(vm.uuid, vm.host)
+        needs = trait_needs(vm.extra_specs)
+        queue = queues.setdefault(az, ShareQueue())
+        missing = need.required - need.held
+        path = search_slots(missing, lambda: self._options(vm, az, needs, queue, picker),
+                            lambda option: self._try(vm, option, picker),
+                            lambda option: self._untry(vm, option, picker))
+        for kind, target in path:
+            if kind == "share":
+                res = self.work[target]
+                res.allocations[vm.uuid] = vm.host
+                self.graph.link(vm.uuid, target)
+                queue.resize(target, len(res.allocations))
+                self._touch(res)
+                self.result.reused += 1
+            else:
+                queue.add(self._create(vm, az, target), 1)
+                picker.used(target)
+        return None if len(path) == missing else picker.explain(vm, az, needs)
+
+    def _options(self, vm, az, needs, queue, picker):
+        """Choices for the VM's next slot: shared reservations (most shared first), then new."""
+        free_of_traits = not needs.required and not needs.forbidden
+        offered = 0
+        for name in queue:
+            res = self.work[name]
+            if vm_fits(vm, res.resources) and (
+                    free_of_traits or host_satisfies(self.hv[res.host].traits, needs)) \
+                    and self.graph.can_join(vm.uuid, name):
+                yield "share", name
+                offered += 1
+                if offered == BRANCH_LIMIT:
+                    break
+        host = picker.pick(vm, az, needs)
+        if host is not None:
+            yield "new", host
+
+    def _try(self, vm, option, picker):
+        kind, target = option
+        if kind == "share":
+            self.graph.link(vm.uuid, target)
+            return
+        self.graph.add_reservation(option, target)
+        self.graph.link(vm.uuid, option)
+        self.ledger.take(target, vm.vcpus, vm.memory_mb)
+        picker.used(target)
+
+    def _untry(self, vm, option, picker):
+        kind, target = option
+        if kind == "share":
+            self.graph.unlink(vm.uuid, target)
+            return
+        self.graph.remove_reservation(option)
+        self.ledger.give_back(target, vm.vcpus, vm.memory_mb)
+        picker.unused(target)
+
+    def _create(self, vm, az, host):
+        name = self.names.new_name(az, "%s/%s" % (vm.uuid, host))
+        res = Reservation(
+            name=name, host=host, az=az, resources={"cpu": vm.vcpus, "memory_mb": vm.memory_mb},
+            allocations={vm.uuid: vm.host}, creator=self.settings.creator,
+            last_changed=self.stamp, acknowledged_at=None,
+            conditions=[make_condition(READY, "True", ACTIVE_REASON, ACTIVE_MESSAGE, now=self.now)])
+        self.work[name] = res
+        self.graph.add_reservation(name, host)
+        self.graph.link(vm.uuid, name)
+        self.ledger.take(host, vm.vcpus, vm.memory_mb)
+        self.result.created.append(name)
+        return name

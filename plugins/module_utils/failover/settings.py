@@ -1,0 +1,57 @@
+"""Settings of the failover reconcile cycle, checked with errors that name the option."""
+from dataclasses import dataclass, field
+from typing import Dict
+
+from ansible_collections.resilient.virt.plugins.module_utils.config import parse_duration
+from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
+from ansible_collections.resilient.virt.plugins.module_utils.failover.requirements import (
+    validate_requirements)
+
+__all__ = ("FailoverSettings", "DEFAULT_REVALIDATION_INTERVAL", "DEFAULT_CREATOR")
+
+DEFAULT_REVALIDATION_INTERVAL = 1800.0
+DEFAULT_CREATOR = "resilient.virt"
+
+
+@dataclass
+class FailoverSettings:
+    """``requirements``: flavor pattern -> slots; ``max_vms_to_process`` <= 0: all VMs;
+    ``revalidation_interval``: seconds between checks of an acknowledged reservation;
+    ``limit_one_new_per_hypervisor``: at most one new reservation per hypervisor per cycle."""
+
+    requirements: Dict[str, int] = field(default_factory=dict)
+    max_vms_to_process: int = 0
+    revalidation_interval: float = DEFAULT_REVALIDATION_INTERVAL
+    limit_one_new_per_hypervisor: bool = True
+    creator: str = DEFAULT_CREATOR
+
+    @classmethod
+    def from_dict(cls, data, path="failover"):
+        """Settings from a module option dict; unknown keys are an error listing the valid ones."""
+        data = dict(data or {})
+        known = ("requirements", "max_vms_to_process", "revalidation_interval",
+                 "limit_one_new_per_hypervisor", "creator")
+        unknown = sorted(k for k in data if k not in known)
+        if unknown:
+            raise InvalidSpec("%s.%s is not a setting; use one of %s"
+                              % (path, unknown[0], ", ".join(known)))
+        out = cls(requirements=validate_requirements(data.get("requirements"), path + ".requirements"))
+        max_vms = data.get("max_vms_to_process", 0)
+        if isinstance(max_vms, bool) or not isinstance(max_vms, int):
+            raise InvalidSpec("%s.max_vms_to_process: must be a whole number (0 = all VMs), got %r"
+                              % (path, max_vms))
+        out.max_vms_to_process = max_vms
+        if data.get("revalidation_interval") is not None:
+            name = path + ".revalidation_interval"
+            out.revalidation_interval = parse_duration(data["revalidation_interval"], name)
+            if out.revalidation_interval < 0:
+                raise InvalidSpec("%s: must not be negative, e.g. 30m" % name)
+        limit = data.get("limit_one_new_per_hypervisor", True)
+        if not isinstance(limit, bool):
+            raise InvalidSpec("%s.limit_one_new_per_hypervisor: must be true or false" % path)
+        out.limit_one_new_per_hypervisor = limit
+        creator = data.get("creator", DEFAULT_CREATOR)
+        if not isinstance(creator, str) or not creator:
+            raise InvalidSpec("%s.creator: must be a non-empty string" % path)
+        out.creator = creator
+        return out

@@ -1,0 +1,129 @@
+"""The resilience policy around every provider call: deadline, rate limit, breaker, timeout, retry.
+
+One :meth:`Policy.call` makes up to ``max_attempts`` attempts (retry.run_with_retry decides
+which failures are retried and how long to wait). Each attempt, in this order:
+
+1. gives up if the call's deadline has passed;
+2. waits for its turn at the rate limiter ``key`` (RateLimit, without using a turn, if the
+   turn would come too late; see below);
+3. asks the circuit breaker ``key`` for a permit (BreakerOpen fails the call at once: it is
+   never retried);
+4. for attempt 2 and later, runs ``look()`` first when given: ``(True, result)`` means an
+   earlier attempt already did the work (a mutating call that failed after changing the
+   provider, or that timed out and finished later), so ``result`` is returned and ``fn`` is not
+   called again;
+5. runs ``fn()`` bounded by the operation timeout, shortened to what is left of the deadline;
+6. reports the outcome to the breaker. A call that the local deadline (not the provider's
+   operation timeout) cut short gives no verdict: its permit is only released.
+
+``settings.deadline``, when set, bounds the whole call: rate limit waits, attempts (each one
+gets what is left, at most its operation timeout) and the waits between them. When it is unset
+only ``max_attempts`` bounds the call: each attempt waits at most one operation timeout for its
+rate limit turn, then runs at most one operation timeout.
+
+``hooks`` is an optional object; Policy uses whichever of these methods it has:
+
+* ``classify(exc) -> VirtError | None``: extra classifier, tried before the standard one;
+* ``on_retry(attempt, error, delay)``: before each wait between attempts;
+* ``after_attempt(attempt, outcome, error, duration)``: after each attempt that called
+  ``fn``/``look``; outcome ``"ok"``, ``"error"`` or ``"timeout"`` (abandoned after its limit).
+"""
+import time
+
+from ansible_collections.resilient.virt.plugins.module_utils.circuit_breaker import (
+    CircuitBreaker)
+from ansible_collections.resilient.virt.plugins.module_utils.config import OPERATION_CLASSES
+from ansible_collections.resilient.virt.plugins.module_utils.deadline import (
+    Deadline, run_with_timeout)
+from ansible_collections.resilient.virt.plugins.module_utils.errors import Timeout, classify
+from ansible_collections.resilient.virt.plugins.module_utils.rate_limit import RateLimiter
+from ansible_collections.resilient.virt.plugins.module_utils.retry import run_with_retry
+
+__all__ = ("Policy", "PROBE_LEASE_MARGIN")
+
+PROBE_LEASE_MARGIN = 10.0
+
+
+class Policy:
+    """Resilience policy for one provider ``key`` (e.g. ``libvirt:lab1``) on ``store``."""
+
+    def __init__(self, store, key, settings, hooks=None):
+        self.store = store
+        self.key = key
+        self.settings = settings
+        self.hooks = hooks
+        lease = max(settings.timeout_for(c) for c in OPERATION_CLASSES) + PROBE_LEASE_MARGIN
+        self._breaker = CircuitBreaker(
+            store, key, failure_threshold=settings.failure_threshold,
+            reset_timeout=settings.reset_timeout, half_open_max_calls=settings.half_open_max_calls,
+            success_threshold=settings.success_threshold, probe_lease=lease)
+        self._limiter = RateLimiter(store, key, settings.rate_limit_qps,
+                                    settings.rate_limit_burst)
+        classify_hook = getattr(hooks, "classify", None)
+        self._classifiers = (classify_hook,) if classify_hook is not None else ()
+
+    @property
+    def breaker(self):
+        return self._breaker
+
+    @property
+    def limiter(self):
+        return self._limiter
+
+    def call(self, fn, op_class="describe", name="operation", look=None):
+        """Return ``fn()`` run under this policy; raise the classified VirtError otherwise."""
+        timeout = self.settings.timeout_for(op_class)
+        explicit = self.settings.deadline
+        deadline = Deadline.after(explicit) if explicit else Deadline()
+
+        def attempt(att):
+            if deadline.expired() and not att.at_deadline:
+                raise Timeout("%s: the deadline of the call (%g s) passed before attempt %d"
+                              % (name, explicit, att.number))
+            self._limiter.acquire(deadline if explicit and not att.at_deadline
+                                  else Deadline.after(timeout))
+            permit = self._breaker.before_call()
+            budget = att.budget(timeout)
+            if budget <= 0:
+                self._breaker.release(permit)
+                raise Timeout("%s: no time left before the deadline of the call" % name)
+            return self._attempt(att, fn, look if att.number > 1 else None, permit, budget,
+                                 budget < timeout, name)
+
+        return run_with_retry(attempt, self.settings.retry, deadline=deadline,
+                              on_retry=getattr(self.hooks, "on_retry", None),
+                              classifiers=self._classifiers)
+
+    def _attempt(self, att, fn, look, permit, budget, cut_by_deadline, name):
+        finished = []
+
+        def work():
+            try:
+                if look is not None:
+                    done, result = look()
+                    if done:
+                        return result
+                return fn()
+            finally:
+                finished.append(True)
+
+        after = getattr(self.hooks, "after_attempt", None)
+        started = time.monotonic()
+        try:
+            result = run_with_timeout(work, budget, name)
+        except Exception as exc:
+            err = classify(exc, self._classifiers)
+            abandoned = not finished and isinstance(err, Timeout)
+            if abandoned and cut_by_deadline:
+                self._breaker.release(permit)
+            else:
+                self._breaker.on_failure(permit, err)
+            if after is not None:
+                after(att, "timeout" if abandoned else "error", err, time.monotonic() - started)
+            if err is exc:
+                raise
+            raise err from exc
+        self._breaker.on_success(permit)
+        if after is not None:
+            after(att, "ok", None, time.monotonic() - started)
+        return result

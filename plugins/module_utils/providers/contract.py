@@ -1,0 +1,250 @@
+"""What every provider backend implements: the Provider base class and the data shapes.
+
+A backend subclasses :class:`Provider`, sets ``type_name``, ``capabilities`` and ``options``
+(the keys of its ``provider`` dict), and implements the operations it lists in
+``capabilities``; the others raise NotSupported. Methods return plain JSON-able dicts:
+
+* VM dict: ``name, uuid, hypervisor, az, state (running|stopped|paused|unknown), vcpus,
+  memory_mb, disks, interfaces, metadata, tags, provider`` (the provider key); see :func:`new_vm`.
+* hypervisor dict: ``name, az, cpu, memory_mb, used_cpu, used_memory_mb, state, traits``.
+
+Backends raise errors of ``plugins.module_utils.errors`` or let their library's exceptions out:
+``classify_error`` then maps those into the taxonomy. Calls reach a backend through
+``GuardedProvider`` (retries, breaker, rate limit, timeouts), so a backend does one attempt only.
+"""
+import copy
+import fnmatch
+
+from ansible_collections.resilient.virt.plugins.module_utils.errors import (
+    InvalidSpec, NotSupported, redact)
+
+__all__ = ("CAPABILITIES", "POWER_ACTIONS", "VM_STATES", "VM_FIELDS", "Option", "Provider",
+           "new_vm", "check_filters", "match_filters", "config_errors")
+
+CAPABILITIES = ("validate", "list_hypervisors", "list_vms", "describe", "create", "delete",
+                "power", "reconfigure", "task_status", "migrate")
+POWER_ACTIONS = ("on", "off", "shutdown", "reboot")
+VM_STATES = ("running", "stopped", "paused", "unknown")
+VM_FIELDS = ("name", "uuid", "hypervisor", "az", "state", "vcpus", "memory_mb", "disks",
+             "interfaces", "metadata", "tags", "provider")
+FILTER_KEYS = ("name", "state", "tags", "hypervisor", "az")
+
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0")
+
+
+class Option:
+    """One key of a provider dict: ``kind`` str|int|bool|list|duration, default, choices.
+
+    ``secret`` options (passwords, tokens) are never shown in errors or results.
+    """
+
+    def __init__(self, kind="str", default=None, required=False, choices=None, secret=False,
+                 doc=""):
+        self.kind = kind
+        self.default = default
+        self.required = required
+        self.choices = choices
+        self.secret = secret
+        self.doc = doc
+
+    def convert(self, value, path):
+        """Return ``value`` converted to this option's kind; ValueError says what is wrong."""
+        if self.kind == "duration":
+            from ansible_collections.resilient.virt.plugins.module_utils.config import (
+                parse_duration)
+            return parse_duration(value, path)
+        value = _CONVERTERS[self.kind](value)
+        if self.choices is not None and value not in self.choices:
+            raise ValueError("must be one of %s" % ", ".join(map(str, self.choices)))
+        return value
+
+
+def _to_str(value):
+    if not isinstance(value, str) or not value:
+        raise ValueError("must be a non-empty string")
+    return value
+
+
+def _to_int(value):
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError("must be an integer")
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError("must be an integer")
+
+
+def _to_bool(value):
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE or text in _FALSE:
+        return text in _TRUE
+    raise ValueError("must be true or false")
+
+
+def _to_list(value):
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ValueError("must be a list of strings")
+    return list(value)
+
+
+_CONVERTERS = {"str": _to_str, "int": _to_int, "bool": _to_bool, "list": _to_list}
+
+
+def config_errors(options, config, type_name):
+    """Check ``config`` against ``options``: (clean dict, [{"path", "message"}...]).
+
+    Keys whose value is None count as unset. Unknown keys are errors (typos are caught);
+    secret values are never echoed.
+    """
+    clean, errors = {}, []
+    for key, value in config.items():
+        path = "provider.%s" % key
+        option = options.get(key)
+        if value is None:
+            continue
+        if option is None:
+            errors.append({"path": path, "message": "%s is not an option of the %s provider "
+                           "(a typo?); known options: %s" % (path, type_name,
+                                                            ", ".join(sorted(options)))})
+            continue
+        try:
+            clean[key] = option.convert(value, path)
+        except InvalidSpec as exc:
+            errors.append({"path": path, "message": exc.message})
+        except ValueError as exc:
+            shown = "(hidden)" if option.secret else "=" + redact(repr(value))[:80]
+            errors.append({"path": path, "message": "%s%s: %s" % (path, shown, exc)})
+    for key, option in options.items():
+        if key in clean:
+            continue
+        if option.required:
+            errors.append({"path": "provider.%s" % key, "message": "provider.%s is required by "
+                           "the %s provider" % (key, type_name)})
+        elif option.default is not None:
+            clean[key] = copy.copy(option.default)
+    return clean, errors
+
+
+class Provider:
+    """Base of every backend. ``config`` is the ``provider`` dict (already checked here)."""
+
+    type_name = None
+    capabilities = frozenset()
+    options = {
+        "type": Option(doc="Provider type."),
+        "name": Option(doc="Name of this provider; also names its circuit breaker."),
+        "az": Option(default="default", doc="Availability zone reported for its hypervisors."),
+        "traits": Option("list", default=[], doc="Traits reported for its hypervisors."),
+    }
+
+    def __init__(self, config):
+        if not isinstance(config, dict):
+            raise InvalidSpec("provider must be a dict such as {type: %s, ...}, not %s"
+                              % (self.type_name, type(config).__name__))
+        clean, errors = config_errors(self.options, config, self.type_name)
+        if errors:
+            raise InvalidSpec("invalid provider: " + "; ".join(e["message"] for e in errors),
+                              details={"errors": errors})
+        clean["type"] = self.type_name
+        self.config = clean
+
+    @property
+    def key(self):
+        """``<type>:<name or endpoint>``: names the circuit breaker and the rate limit."""
+        return "%s:%s" % (self.type_name, self.config.get("name") or redact(self.endpoint()))
+
+    def endpoint(self):
+        """Where the provider is (URI or host); used in ``key`` when no name is given."""
+        return self.config.get("uri") or self.config.get("host") or "default"
+
+    def safe_config(self):
+        """The configuration with secret values replaced, fit for results and logs."""
+        return dict((k, "********" if self.options[k].secret else v)
+                    for k, v in self.config.items())
+
+    def unsupported(self, operation):
+        return NotSupported("%s provider does not support %s" % (self.type_name, operation))
+
+    def require(self, operation):
+        """Raise NotSupported unless ``operation`` is one of ``capabilities``."""
+        if operation not in self.capabilities:
+            raise self.unsupported(operation)
+
+    def validate(self):
+        """Connect and check credentials; return facts about the endpoint (dict)."""
+        raise self.unsupported("validate")
+
+    def list_hypervisors(self):
+        raise self.unsupported("list_hypervisors")
+
+    def list_vms(self, filters=None):
+        raise self.unsupported("list_vms")
+
+    def describe(self, name):
+        """Return the VM dict of ``name``; raise NotFound when there is none."""
+        raise self.unsupported("describe")
+
+    def create(self, spec):
+        """Create a VM (stopped) from ``spec``; InvalidSpec lists every bad field by path."""
+        raise self.unsupported("create")
+
+    def delete(self, name):
+        raise self.unsupported("delete")
+
+    def power(self, name, action, timeout=None):
+        """``action`` in POWER_ACTIONS; ``shutdown`` waits up to ``timeout`` s, then Timeout."""
+        raise self.unsupported("power")
+
+    def reconfigure(self, name, vcpus=None, memory_mb=None):
+        raise self.unsupported("reconfigure")
+
+    def task_status(self, task_id):
+        raise self.unsupported("task_status")
+
+    def migrate(self, name, hypervisor):
+        raise self.unsupported("migrate")
+
+    def classify_error(self, exc):
+        """Map an exception of the backend's library to a VirtError, or None to pass."""
+        return None
+
+    def abandon(self):
+        """A call was abandoned while still running: never reuse or wait on its connection."""
+
+    def close(self):
+        """Release connections; must return promptly even when the endpoint hangs."""
+
+
+def new_vm(provider, name, **fields):
+    """A VM dict with every field of VM_FIELDS present (empty when unknown)."""
+    vm = {"name": name, "uuid": None, "hypervisor": None, "az": provider.config.get("az"),
+          "state": "unknown", "vcpus": None, "memory_mb": None, "disks": [], "interfaces": [],
+          "metadata": {}, "tags": [], "provider": provider.key}
+    vm.update(fields)
+    return vm
+
+
+def check_filters(filters):
+    """Raise InvalidSpec naming ``filters.<key>`` for an unknown filter key."""
+    bad = sorted(set(filters or {}) - set(FILTER_KEYS))
+    if bad:
+        raise InvalidSpec("unknown filter %s; known filters: %s" % (
+            ", ".join("filters.%s" % k for k in bad), ", ".join(FILTER_KEYS)))
+
+
+def match_filters(vm, filters):
+    """True when ``vm`` passes ``filters``: name (glob), state, hypervisor, az, tags (all)."""
+    filters = filters or {}
+    check_filters(filters)
+    if "name" in filters and not fnmatch.fnmatchcase(vm.get("name") or "", filters["name"]):
+        return False
+    for key in ("state", "hypervisor", "az"):
+        if key in filters and vm.get(key) != filters[key]:
+            return False
+    tags = filters.get("tags") or []
+    return set([tags] if isinstance(tags, str) else tags) <= set(vm.get("tags") or [])

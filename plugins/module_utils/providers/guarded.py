@@ -1,0 +1,206 @@
+"""GuardedProvider: a Provider whose every call goes through the resilience Policy and the hooks.
+
+Operation classes (they pick the time limit of each attempt): validate -> ``validate``;
+list_hypervisors, list_vms, describe -> ``describe``; create, delete, power, reconfigure,
+migrate -> ``mutating``; task_status -> ``task_status``.
+
+Each attempt calls the ``resilient_virt_before_call`` hooks, then the backend; failures are
+classified by the backend's ``classify_error``, then the ``resilient_virt_classify_error`` hook,
+then the standard classifier; ``resilient_virt_after_call`` hooks observe every attempt. An
+attempt abandoned after its time limit makes the backend drop its connection (``abandon()``).
+
+Before retrying a mutating call, a look at the provider decides whether an earlier attempt
+already did the work: create -> a VM of that name exists; delete -> the VM is gone; power ->
+the VM is in the wanted state (on: running; off, shutdown: stopped; reboot is always redone);
+reconfigure -> vCPUs and memory have the wanted values; migrate -> the VM is on the target.
+
+A graceful shutdown that the guest does not finish within its timeout raises Timeout at once:
+the provider answered, so it is neither retried nor counted by the circuit breaker.
+"""
+from ansible_collections.resilient.virt.plugins.module_utils.errors import (
+    InvalidSpec, NotFound, Timeout, VirtError)
+from ansible_collections.resilient.virt.plugins.module_utils.policy import Policy
+
+__all__ = ("GuardedProvider", "OPERATION_CLASS")
+
+OPERATION_CLASS = {
+    "validate": "validate", "list_hypervisors": "describe", "list_vms": "describe",
+    "describe": "describe", "create": "mutating", "delete": "mutating", "power": "mutating",
+    "reconfigure": "mutating", "migrate": "mutating", "task_status": "task_status",
+}
+_POWER_STATE = {"on": "running", "off": "stopped", "shutdown": "stopped"}
+
+
+class _GuestTimeout(VirtError):
+    """The guest did not stop in time: an answer, not an outage (not retried, not counted)."""
+
+    type = "Timeout"
+
+    def __init__(self, timeout):
+        super().__init__(timeout.message, cause=timeout, details=timeout.details)
+        self.timeout = timeout
+
+
+class _AttemptHooks:
+    """What the Policy calls back during a call: classification and per-attempt reports."""
+
+    def __init__(self, provider, hook):
+        self.provider = provider
+        self.hook = hook
+        self.current = (None, {})  # (operation, arguments) of the call in progress
+
+    def classify(self, exc):
+        err = self.provider.classify_error(exc)
+        if err is None and self.hook is not None:
+            err = self.hook.resilient_virt_classify_error(provider=self.provider, exc=exc)
+        return err
+
+    def after_attempt(self, attempt, outcome, error, duration):
+        if outcome == "timeout":
+            self.provider.abandon()
+        if self.hook is None:
+            return
+        operation, arguments = self.current
+        try:
+            self.hook.resilient_virt_after_call(
+                provider=self.provider, operation=operation, arguments=arguments,
+                outcome=outcome, error=error, duration=duration)
+        except Exception:  # noqa: BLE001 - observers must not change the outcome
+            pass
+
+
+class GuardedProvider:
+    """Same operations as the wrapped Provider, each run by ``policy.call``.
+
+    ``store`` and ``settings`` (a ResilienceSettings) build the Policy of ``provider.key``;
+    ``hook`` is the plugin manager's hook relay (``PluginManager.hook``) or None.
+    """
+
+    def __init__(self, provider, store, settings, hook=None):
+        self.provider = provider
+        self.hook = hook
+        self._hooks = _AttemptHooks(provider, hook)
+        self.policy = Policy(store, provider.key, settings, hooks=self._hooks)
+
+    @property
+    def key(self):
+        return self.provider.key
+
+    @property
+    def type_name(self):
+        return self.provider.type_name
+
+    @property
+    def capabilities(self):
+        return self.provider.capabilities
+
+    def _call(self, operation, arguments, look=None):
+        self.provider.require(operation)
+        method = getattr(self.provider, operation)
+        return self._guard(operation, OPERATION_CLASS[operation], lambda: method(**arguments),
+                           arguments, look)
+
+    def _guard(self, operation, op_class, work, arguments, look=None):
+        def attempt():
+            if self.hook is not None:
+                self.hook.resilient_virt_before_call(
+                    provider=self.provider, operation=operation, arguments=arguments)
+            return work()
+
+        self._hooks.current = (operation, arguments)
+        try:
+            return self.policy.call(attempt, op_class, name="%s %s" % (self.key, operation),
+                                    look=look)
+        finally:
+            self._hooks.current = (None, {})
+
+    def _look(self, name, done):
+        """Look-before-retry: (True, vm or None) when ``done(vm)`` says the work is done."""
+
+        def look():
+            try:
+                vm = self.provider.describe(name)
+            except NotFound:
+                return done(None), None
+            return done(vm), vm
+
+        return look
+
+    def validate(self):
+        return self._call("validate", {})
+
+    def list_hypervisors(self):
+        return self._call("list_hypervisors", {})
+
+    def list_vms(self, filters=None):
+        return self._call("list_vms", {"filters": filters})
+
+    def describe(self, name):
+        return self._call("describe", {"name": name})
+
+    def create(self, spec):
+        name = spec.get("name") if isinstance(spec, dict) else None
+        look = self._look(name, lambda vm: vm is not None) if name else None
+        return self._call("create", {"spec": spec}, look)
+
+    def delete(self, name):
+        return self._call("delete", {"name": name}, self._look(name, lambda vm: vm is None))
+
+    def power(self, name, action, timeout=None):
+        wanted = _POWER_STATE.get(action)
+        look = None if wanted is None else self._look(
+            name, lambda vm: vm is not None and vm.get("state") == wanted)
+        arguments = {"name": name, "action": action, "timeout": timeout}
+        if action != "shutdown":
+            return self._call("power", arguments, look)
+        limit = self.policy.settings.timeout_for("mutating")
+        if timeout is not None and timeout >= limit:
+            raise InvalidSpec("the shutdown timeout (%gs) must be shorter than the time limit of a "
+                              "changing call, resilience.timeout_mutating (%gs); lower the first "
+                              "or raise the second" % (timeout, limit))
+        self.provider.require("power")
+
+        def shutdown():
+            try:
+                return self.provider.power(**arguments)
+            except Timeout as exc:  # raised by the backend itself: the guest is still running
+                raise _GuestTimeout(exc)
+
+        try:
+            return self._guard("power", "mutating", shutdown, arguments, look)
+        except _GuestTimeout as err:
+            raise err.timeout
+
+    def reconfigure(self, name, vcpus=None, memory_mb=None):
+        def done(vm):
+            return vm is not None and (vcpus is None or vm.get("vcpus") == vcpus) and \
+                (memory_mb is None or vm.get("memory_mb") == memory_mb)
+
+        return self._call("reconfigure", {"name": name, "vcpus": vcpus, "memory_mb": memory_mb},
+                          self._look(name, done))
+
+    def migrate(self, name, hypervisor):
+        return self._call("migrate", {"name": name, "hypervisor": hypervisor}, self._look(
+            name, lambda vm: vm is not None and vm.get("hypervisor") == hypervisor))
+
+    def task_status(self, task_id):
+        return self._call("task_status", {"task_id": task_id})
+
+    def hold_capacity(self, reservation):
+        """Hold failover capacity natively (``resilient_virt_hold_capacity`` hook), as a
+        mutating call; None when no plugin can do it for this provider."""
+        return self._capacity("hold_capacity", reservation)
+
+    def release_capacity(self, reservation):
+        """Release what ``hold_capacity`` held; None when no plugin can do it."""
+        return self._capacity("release_capacity", reservation)
+
+    def _capacity(self, operation, reservation):
+        if self.hook is None:
+            return None
+        hook = getattr(self.hook, "resilient_virt_" + operation)
+        return self._guard(operation, "mutating", lambda: hook(
+            provider=self.provider, reservation=reservation), {"reservation": reservation})
+
+    def close(self):
+        self.provider.close()

@@ -1,0 +1,418 @@
+"""The libvirt provider (KVM/QEMU hosts, or libvirt's in-process ``test:///default`` driver).
+
+One provider is one libvirt host: ``qemu:///system``, ``qemu+ssh://user@host/system``,
+``qemu+unix:///system?socket=/path/libvirt-sock``, ``test:///default``. libvirt-python is
+imported on the first call; the connection is opened on first use and reused. Every call is
+made through GuardedProvider, whose time limit abandons a call to a hung daemon; the
+connection of an abandoned call is never used or closed again (closing it would wait on the
+hung daemon), and ``close()`` itself gives up after a few seconds.
+
+libvirt is synchronous (no task ids), so ``task_status`` is not a capability; neither is
+``migrate``.
+"""
+import re
+import sys
+import threading
+import time
+import uuid as uuidlib
+
+from ansible_collections.resilient.virt.plugins.module_utils.errors import (
+    Conflict, Internal, InvalidSpec, NotFound, NotSupported, Timeout, Unauthorized, Unavailable,
+    redact)
+from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
+    POWER_ACTIONS, Option, Provider, check_filters, match_filters, new_vm)
+from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
+from ansible_collections.resilient.virt.plugins.module_utils.providers.libvirt_domain import (
+    DOMAIN_TYPES, build_domain_xml, managed_volumes, parse_domain_xml, set_domain_resources,
+    validate_spec, volume_xml)
+
+__all__ = ("LibvirtProvider", "resilient_virt_provider_types")
+
+DEFAULT_SHUTDOWN_TIMEOUT = 60.0
+CLOSE_TIMEOUT = 5.0
+POLL_INTERVAL = 0.25
+_URI_HELP = ("use e.g. qemu:///system, qemu+ssh://user@host/system, "
+             "qemu+unix:///system?socket=/path/to/libvirt-sock or test:///default")
+# virDomainState -> VM state
+_STATES = {0: "unknown", 1: "running", 2: "running", 3: "paused", 4: "running", 5: "stopped",
+           6: "stopped", 7: "paused"}
+_SHUTOFF = 5
+_PAUSED = (3, 7)
+# libvirt error code names per taxonomy class; names missing from an old libvirt are skipped
+_CODES = (
+    (NotFound, ("NO_DOMAIN", "NO_NETWORK", "NO_STORAGE_POOL", "NO_STORAGE_VOL",
+                "NO_DOMAIN_SNAPSHOT", "NO_NODE_DEVICE", "NO_INTERFACE")),
+    (Unauthorized, ("AUTH_FAILED", "AUTH_CANCELLED", "AUTH_UNAVAILABLE", "ACCESS_DENIED",
+                    "OPERATION_DENIED")),
+    (Unavailable, ("NO_CONNECT", "RPC", "INVALID_CONN")),
+    (Timeout, ("OPERATION_TIMEOUT",)),
+    (InvalidSpec, ("XML_ERROR", "XML_DETAIL", "INVALID_ARG", "CONFIG_UNSUPPORTED",
+                   "XML_INVALID_SCHEMA", "OVERFLOW")),
+    (Conflict, ("DOM_EXIST", "OPERATION_INVALID", "STORAGE_VOL_EXIST")),
+    (NotSupported, ("NO_SUPPORT", "ARGUMENT_UNSUPPORTED", "OPERATION_UNSUPPORTED")),
+)
+# a live change refused with one of these only needs a restart to apply
+_NEEDS_RESTART = ("INVALID_ARG", "OPERATION_INVALID", "NO_SUPPORT", "OPERATION_UNSUPPORTED",
+                  "CONFIG_UNSUPPORTED", "ARGUMENT_UNSUPPORTED", "OPERATION_FAILED")
+_state = {"handler": False}
+
+
+def _silence(_ctx, _err):
+    """libvirt error handler: errors become exceptions, nothing is printed to stderr."""
+
+
+def _libvirt():
+    import libvirt
+
+    if not _state["handler"]:
+        libvirt.registerErrorHandler(_silence, None)
+        _state["handler"] = True
+    return libvirt
+
+
+def _codes(lv, names):
+    return set(getattr(lv, "VIR_ERR_" + n) for n in names if hasattr(lv, "VIR_ERR_" + n))
+
+
+def _code(exc):
+    lv = sys.modules.get("libvirt")
+    if lv is None or not isinstance(exc, lv.libvirtError):
+        return None
+    return exc.get_error_code()
+
+
+def _is(exc, *names):
+    code = _code(exc)
+    return code is not None and code in _codes(sys.modules["libvirt"], names)
+
+
+def _version(number):
+    return "%d.%d.%d" % (number // 1000000, number // 1000 % 1000, number % 1000)
+
+
+class LibvirtProvider(Provider):
+    """A libvirt host: validate, list_hypervisors, list_vms, describe, create, delete, power,
+    reconfigure."""
+
+    type_name = "libvirt"
+    capabilities = frozenset(("validate", "list_hypervisors", "list_vms", "describe", "create",
+                              "delete", "power", "reconfigure"))
+    options = dict(Provider.options, **{
+        "uri": Option(default="qemu:///system", doc="libvirt connection URI; " + _URI_HELP),
+        "username": Option(doc="User name for libvirt authentication (SASL), when asked."),
+        "password": Option(secret=True, doc="Password for libvirt authentication, when asked."),
+        "storage_pool": Option(default="default",
+                               doc="Storage pool where disks given by size_gb are created."),
+        "domain_type": Option(default="qemu", choices=DOMAIN_TYPES,
+                              doc="Domain type of new VMs: qemu (emulation) or kvm."),
+    })
+
+    def __init__(self, config):
+        super().__init__(config)
+        if not re.match(r"^[a-z][a-z0-9]*(\+[a-z0-9]+)?://\S*$", self.config["uri"]):
+            raise InvalidSpec("provider.uri=%r is not a libvirt URI; %s"
+                              % (redact(self.config["uri"]), _URI_HELP),
+                              details={"errors": [{"path": "provider.uri", "message": _URI_HELP}]})
+        self._conn = None
+        self._hostname = None
+        self._generation = 0
+        self._lock = threading.Lock()
+
+    # -- connection ---------------------------------------------------------------------------
+    def _open(self):
+        lv = _libvirt()
+        uri = self.config["uri"]
+        if "username" not in self.config and "password" not in self.config:
+            return lv.open(uri)
+        answers = {lv.VIR_CRED_AUTHNAME: self.config.get("username", ""),
+                   lv.VIR_CRED_PASSPHRASE: self.config.get("password", "")}
+
+        def request(credentials, _opaque):
+            for credential in credentials:
+                if credential[0] not in answers:
+                    return -1
+                credential[4] = answers[credential[0]]
+            return 0
+
+        return lv.openAuth(uri, [list(answers), request, None], 0)
+
+    def _connection(self):
+        """The shared connection, opened on first use.
+
+        A connection opened by a call abandoned meanwhile is used by that call only.
+        """
+        with self._lock:
+            conn, generation = self._conn, self._generation
+        if conn is not None:
+            return conn
+        conn = self._open()
+        with self._lock:
+            if generation == self._generation and self._conn is None:
+                self._conn = conn
+        return conn
+
+    def abandon(self):
+        """A call is stuck: forget its connection without closing it (closing would hang)."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+            self._generation += 1
+        if conn is not None:
+            conn._o = None  # libvirt-python closes in __del__ when _o is set; never do that
+
+    def close(self):
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        from ansible_collections.resilient.virt.plugins.module_utils.deadline import (
+            run_with_timeout)
+        try:
+            run_with_timeout(conn.close, CLOSE_TIMEOUT, "libvirt close of %s" % self.key)
+        except Exception:  # noqa: BLE001 - closing is best effort; the process is ending
+            pass
+
+    def classify_error(self, exc):
+        code = _code(exc)
+        if code is None:
+            return None
+        lv = sys.modules["libvirt"]
+        message = "libvirt (%s): %s" % (self.key, redact(exc.get_error_message() or exc))
+        details = {"libvirt_code": code, "libvirt_domain": exc.get_error_domain()}
+        for klass, names in _CODES:
+            if code in _codes(lv, names):
+                return klass(message, cause=exc, details=details)
+        remote = (getattr(lv, "VIR_FROM_RPC", -1), getattr(lv, "VIR_FROM_REMOTE", -1))
+        if code in _codes(lv, ("SYSTEM_ERROR", "INTERNAL_ERROR")) and \
+                exc.get_error_domain() in remote:
+            return Unavailable(message, cause=exc, details=details)
+        return Internal(message, cause=exc, details=details)
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _hypervisor(self, conn):
+        if self.config.get("name"):
+            return self.config["name"]
+        if self._hostname is None:
+            self._hostname = conn.getHostname()
+        return self._hostname
+
+    def _lookup(self, conn, name):
+        try:
+            return conn.lookupByName(name)
+        except Exception as exc:
+            if _is(exc, "NO_DOMAIN"):
+                raise NotFound("VM %r not found on %s" % (name, self.key), cause=exc)
+            raise
+
+    def _vm(self, conn, dom):
+        fields = parse_domain_xml(dom.XMLDesc(0))
+        name = fields.pop("name")
+        return new_vm(self, name, hypervisor=self._hypervisor(conn),
+                      state=_STATES.get(dom.state()[0], "unknown"), **fields)
+
+    # -- operations ---------------------------------------------------------------------------
+    def validate(self):
+        conn = self._connection()
+        return {"uri": redact(self.config["uri"]), "hostname": conn.getHostname(),
+                "driver": conn.getType(), "libvirt_version": _version(conn.getLibVersion()),
+                "hypervisor_version": _version(conn.getVersion())}
+
+    def list_hypervisors(self):
+        lv = _libvirt()
+        conn = self._connection()
+        arch, memory_mb, cpus = conn.getInfo()[:3]
+        used_cpu = used_kib = 0
+        for dom in conn.listAllDomains(lv.VIR_CONNECT_LIST_DOMAINS_ACTIVE):
+            try:
+                info = dom.info()
+            except Exception as exc:
+                if _is(exc, "NO_DOMAIN"):  # stopped and gone meanwhile
+                    continue
+                raise
+            used_kib += info[2]
+            used_cpu += info[3]
+        return [{"name": self._hypervisor(conn), "az": self.config["az"], "cpu": cpus,
+                 "memory_mb": memory_mb, "used_cpu": used_cpu,
+                 "used_memory_mb": used_kib // 1024,
+                 "free_memory_mb": conn.getFreeMemory() // (1024 * 1024), "arch": arch,
+                 "state": "up", "traits": list(self.config["traits"])}]
+
+    def list_vms(self, filters=None):
+        check_filters(filters)
+        conn = self._connection()
+        vms = []
+        for dom in conn.listAllDomains(0):
+            try:
+                vm = self._vm(conn, dom)
+            except Exception as exc:
+                if _is(exc, "NO_DOMAIN"):  # deleted meanwhile
+                    continue
+                raise
+            if match_filters(vm, filters):
+                vms.append(vm)
+        return sorted(vms, key=lambda vm: vm["name"])
+
+    def describe(self, name):
+        conn = self._connection()
+        return self._vm(conn, self._lookup(conn, name))
+
+    def create(self, spec):
+        spec = validate_spec(spec)
+        conn = self._connection()
+        try:
+            self._lookup(conn, spec["name"])
+        except NotFound:
+            pass
+        else:
+            raise Conflict("VM %r already exists on %s" % (spec["name"], self.key))
+        uuid = str(uuidlib.uuid4())
+        volumes = self._create_volumes(conn, spec, uuid)
+        try:
+            dom = conn.defineXML(build_domain_xml(spec, self.config["domain_type"], uuid, volumes))
+        except Exception:
+            self._delete_volumes(conn, volumes.values(), best_effort=True)
+            raise
+        return self._vm(conn, dom)
+
+    def _pool(self, conn, index):
+        name = self.config["storage_pool"]
+        try:
+            pool = conn.storagePoolLookupByName(name)
+        except Exception as exc:
+            if not _is(exc, "NO_STORAGE_POOL"):
+                raise
+            message = ("storage pool %r does not exist on %s, and disks[%d].size_gb needs one to "
+                       "create the volume; create the pool or set provider.storage_pool to an "
+                       "existing one" % (name, self.key, index))
+            raise InvalidSpec("provider.storage_pool: " + message, cause=exc, details={
+                "errors": [{"path": "provider.storage_pool", "message": message}]})
+        if not pool.isActive():
+            raise Conflict("storage pool %r on %s is not active; start it (virsh pool-start %s)"
+                           % (name, self.key, name))
+        return pool
+
+    def _create_volumes(self, conn, spec, uuid):
+        """Create a volume per disk given by size_gb: {disk index: volume dict}."""
+        volumes, pool = {}, None
+        try:
+            for index, disk in enumerate(spec["disks"]):
+                if "size_gb" not in disk:
+                    continue
+                pool = pool or self._pool(conn, index)
+                name = "%s-%s-disk%d.%s" % (spec["name"], uuid[:8], index, disk["format"])
+                vol = pool.createXML(volume_xml(name, disk["size_gb"], disk["format"]), 0)
+                volumes[index] = {"pool": pool.name(), "name": name, "path": vol.path(),
+                                  "size_gb": disk["size_gb"]}
+        except Exception:
+            self._delete_volumes(conn, volumes.values(), best_effort=True)
+            raise
+        return volumes
+
+    def _delete_volumes(self, conn, volumes, best_effort=False):
+        for volume in volumes:
+            try:
+                conn.storageVolLookupByPath(volume["path"]).delete(0)
+            except Exception as exc:
+                if not (best_effort or _is(exc, "NO_STORAGE_VOL")):
+                    raise
+
+    def delete(self, name):
+        """Power off, remove the volumes created for the VM, then undefine it.
+
+        Volumes go first so that a failure leaves the VM defined and a retry finishes the job.
+        """
+        conn = self._connection()
+        dom = self._lookup(conn, name)
+        volumes = managed_volumes(dom.XMLDesc(0))
+        persistent = dom.isPersistent()
+        if dom.isActive():
+            try:
+                dom.destroy()
+            except Exception as exc:
+                if not _is(exc, "OPERATION_INVALID"):  # stopped meanwhile
+                    raise
+        self._delete_volumes(conn, volumes)
+        if persistent:
+            self._undefine(dom)
+
+    def _undefine(self, dom):
+        lv = _libvirt()
+        wanted = [getattr(lv, "VIR_DOMAIN_UNDEFINE_" + n, 0) for n in (
+            "MANAGED_SAVE", "SNAPSHOTS_METADATA", "CHECKPOINTS_METADATA", "NVRAM")]
+        # drivers refuse flags they do not know: try all, then the common two, then none
+        for flags in (sum(wanted), wanted[0] | wanted[1]):
+            try:
+                return dom.undefineFlags(flags)
+            except Exception as exc:
+                if not _is(exc, "INVALID_ARG", "NO_SUPPORT", "ARGUMENT_UNSUPPORTED"):
+                    raise
+        return dom.undefine()
+
+    def power(self, name, action, timeout=None):
+        if action not in POWER_ACTIONS:
+            raise InvalidSpec("action=%r: use one of %s" % (action, ", ".join(POWER_ACTIONS)))
+        conn = self._connection()
+        dom = self._lookup(conn, name)
+        state = dom.state()[0]
+        if action == "on" and state in _PAUSED:
+            dom.resume()
+        elif action == "on" and state != 1:
+            dom.create()
+        elif action == "off" and state != _SHUTOFF:
+            dom.destroy()
+        elif action == "shutdown" and state != _SHUTOFF:
+            self._shutdown(dom, name, DEFAULT_SHUTDOWN_TIMEOUT if timeout is None else timeout)
+        elif action == "reboot":
+            if state == _SHUTOFF:
+                raise Conflict("VM %r is stopped, so it cannot be rebooted; power it on instead"
+                               % name)
+            dom.reboot(0)
+        return self._vm(conn, dom)
+
+    def _shutdown(self, dom, name, timeout):
+        end = time.monotonic() + timeout
+        dom.shutdown()
+        while dom.state()[0] != _SHUTOFF:
+            if time.monotonic() >= end:
+                raise Timeout("VM %r did not shut down within %gs (the guest ignored or is still "
+                              "handling the ACPI request)" % (name, timeout),
+                              details={"timeout": timeout})
+            time.sleep(min(POLL_INTERVAL, max(0.0, end - time.monotonic())))
+
+    def reconfigure(self, name, vcpus=None, memory_mb=None):
+        """Change vCPUs and/or memory in the persistent definition, and live when possible.
+
+        The result has ``restart_required`` True when a running VM could not take the change
+        live; it applies at the next start.
+        """
+        for field, value, low in (("vcpus", vcpus, 1), ("memory_mb", memory_mb, 16)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < low):
+                raise InvalidSpec("%s=%r: must be an integer >= %d" % (field, value, low),
+                                  details={"errors": [{"path": field, "message":
+                                                       "must be an integer >= %d" % low}]})
+        lv = _libvirt()
+        conn = self._connection()
+        dom = self._lookup(conn, name)
+        conn.defineXML(set_domain_resources(dom.XMLDesc(lv.VIR_DOMAIN_XML_INACTIVE), vcpus,
+                                            memory_mb))
+        restart = False
+        if dom.isActive():
+            live = parse_domain_xml(dom.XMLDesc(0))
+            changes = ((dom.setVcpusFlags, vcpus, live["vcpus"], vcpus),
+                       (dom.setMemoryFlags, memory_mb, live["memory_mb"],
+                        None if memory_mb is None else memory_mb * 1024))
+            for setter, wanted, current, argument in changes:
+                if wanted is None or wanted == current:
+                    continue
+                try:
+                    setter(argument, lv.VIR_DOMAIN_AFFECT_LIVE)
+                except Exception as exc:
+                    if not _is(exc, *_NEEDS_RESTART):
+                        raise
+                    restart = True
+        return dict(self._vm(conn, dom), restart_required=restart)
+
+
+@hookimpl
+def resilient_virt_provider_types():
+    return {LibvirtProvider.type_name: LibvirtProvider}

@@ -1,0 +1,363 @@
+"""libvirt VM spec: JSON Schema validation, domain XML building, and parsing XML back.
+
+The spec is the ``create`` argument of the libvirt provider::
+
+    name: web1                       # 1-64 characters, no '/' and no control characters
+    vcpus: 2                         # >= 1
+    memory_mb: 1024                  # >= 16
+    disks:                           # each: size_gb (new volume) or path (existing image)
+      - {size_gb: 10, bus: virtio, format: qcow2}
+      - {path: /isos/install.iso, device: cdrom}
+    interfaces:                      # each: network or bridge
+      - {network: default, model: virtio, mac: "52:54:00:12:34:56"}
+    boot: [hd, network]
+    metadata: {owner: team-a}        # values stored as strings
+    tags: [web]
+
+Unknown keys are errors (typos are caught) and every bad field is reported by its path, for
+example ``disks[0].size_gb: -1 is less than the minimum of 1``. Keys whose value is None count
+as unset. The XML is built with ElementTree, so names and values are escaped, never injected:
+a name such as ``a&b<c>"`` is stored verbatim. Tags, metadata and the volumes created for the VM
+live in the domain's ``<metadata>`` under the namespace :data:`NAMESPACE`.
+"""
+import json
+import re
+import xml.etree.ElementTree as ET
+
+from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
+
+__all__ = ("NAMESPACE", "DOMAIN_TYPES", "spec_schema", "validate_spec", "build_domain_xml",
+           "parse_domain_xml", "managed_volumes", "volume_xml", "set_domain_resources")
+
+NAMESPACE = "https://resilient.virt/xmlns/vm/1"
+ET.register_namespace("rv", NAMESPACE)
+
+DOMAIN_TYPES = ("qemu", "kvm")
+DISK_BUSES = ("virtio", "sata", "scsi", "ide")
+DISK_FORMATS = ("qcow2", "raw")
+DISK_DEVICES = ("disk", "cdrom")
+NIC_MODELS = ("virtio", "e1000", "e1000e", "rtl8139")
+BOOT_DEVICES = ("hd", "cdrom", "network")
+_TARGET_PREFIX = {"virtio": "vd", "sata": "sd", "scsi": "sd", "ide": "hd"}
+_MAC = r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$"
+_NAME = r"^[^/\x00-\x1f\x7f]+$"
+# characters XML 1.0 cannot carry at all
+_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_UNITS = {"b": 1, "bytes": 1, "kb": 1000, "k": 1024, "kib": 1024, "mb": 1000 ** 2,
+          "m": 1024 ** 2, "mib": 1024 ** 2, "gb": 1000 ** 3, "g": 1024 ** 3, "gib": 1024 ** 3,
+          "tb": 1000 ** 4, "t": 1024 ** 4, "tib": 1024 ** 4}
+_MESSAGES = {
+    ("name", "pattern"): "must not contain '/' or control characters",
+    ("mac", "pattern"): "must be a MAC address such as 52:54:00:12:34:56",
+}
+
+
+def _q(tag):
+    return "{%s}%s" % (NAMESPACE, tag)
+
+
+def spec_schema():
+    """The JSON Schema (draft 7) of a libvirt VM spec."""
+    string = {"type": "string", "minLength": 1}
+    disk = {"type": "object", "additionalProperties": False, "properties": {
+        "size_gb": {"type": "integer", "minimum": 1},
+        "path": {"type": "string", "pattern": "^/"},
+        "bus": {"enum": list(DISK_BUSES)},
+        "format": {"enum": list(DISK_FORMATS)},
+        "device": {"enum": list(DISK_DEVICES)},
+    }}
+    nic = {"type": "object", "additionalProperties": False, "properties": {
+        "network": string, "bridge": string,
+        "model": {"enum": list(NIC_MODELS)},
+        "mac": {"type": "string", "pattern": _MAC},
+    }}
+    return {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object", "additionalProperties": False,
+        "required": ["name", "vcpus", "memory_mb"],
+        "properties": {
+            "name": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": _NAME},
+            "vcpus": {"type": "integer", "minimum": 1},
+            "memory_mb": {"type": "integer", "minimum": 16},
+            "disks": {"type": "array", "items": disk},
+            "interfaces": {"type": "array", "items": nic},
+            "boot": {"type": "array", "items": {"enum": list(BOOT_DEVICES)},
+                     "uniqueItems": True},
+            "metadata": {"type": "object", "propertyNames": {"minLength": 1},
+                         "additionalProperties": {"type": ["string", "number", "boolean"]}},
+            "tags": {"type": "array", "items": string, "uniqueItems": True},
+        },
+    }
+
+
+def _path(parts):
+    out = ""
+    for part in parts:
+        out += "[%d]" % part if isinstance(part, int) else ("." if out else "") + str(part)
+    return out or "spec"
+
+
+def _schema_errors(spec):
+    from jsonschema import Draft7Validator
+
+    for err in Draft7Validator(spec_schema()).iter_errors(spec):
+        parts = list(err.absolute_path)
+        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+            known = ", ".join(sorted(err.schema.get("properties", {})))
+            for key in sorted(set(err.instance) - set(err.schema.get("properties", {}))):
+                yield _path(parts + [key]), "unknown field (a typo?); known fields: %s" % known
+        elif err.validator == "required":
+            for key in err.validator_value:
+                if key not in err.instance:
+                    yield _path(parts + [key]), "is required"
+        else:
+            leaf = parts[-1] if parts else None
+            yield _path(parts), _MESSAGES.get((leaf, err.validator), err.message)
+
+
+def _strings(value, parts):
+    if isinstance(value, str):
+        yield parts, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield parts + [key], str(key)
+            for found in _strings(item, parts + [key]):
+                yield found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            for found in _strings(item, parts + [index]):
+                yield found
+
+
+def _semantic_errors(spec):
+    for parts, text in _strings(spec, []):
+        if _XML_BAD.search(text):
+            yield _path(parts), "contains a control character that cannot be stored"
+    for index, disk in enumerate(spec.get("disks") or []):
+        if not isinstance(disk, dict):
+            continue
+        where = "disks[%d]" % index
+        if disk.get("device", "disk") == "cdrom":
+            if "size_gb" in disk:
+                yield where + ".size_gb", "a cdrom has no size; give path (an ISO image) or nothing"
+            if disk.get("bus") == "virtio":
+                yield where + ".bus", "a cdrom cannot use virtio; use sata, scsi or ide"
+        elif ("size_gb" in disk) == ("path" in disk):
+            yield where, ("give exactly one of size_gb (a new volume) or path (an existing "
+                          "image)")
+    for index, nic in enumerate(spec.get("interfaces") or []):
+        if isinstance(nic, dict) and ("network" in nic) == ("bridge" in nic):
+            yield "interfaces[%d]" % index, "give exactly one of network or bridge"
+
+
+def _drop_none(value):
+    if isinstance(value, dict):
+        return dict((k, _drop_none(v)) for k, v in value.items() if v is not None)
+    if isinstance(value, list):
+        return [_drop_none(v) for v in value]
+    return value
+
+
+def validate_spec(spec):
+    """Return the spec with defaults filled in, or raise InvalidSpec listing every bad field."""
+    spec = _drop_none(spec)
+    errors = []
+    for path, message in _schema_errors(spec):
+        if {"path": path, "message": message} not in errors:
+            errors.append({"path": path, "message": message})
+    if isinstance(spec, dict):
+        errors.extend({"path": p, "message": m} for p, m in _semantic_errors(spec))
+    if errors:
+        raise InvalidSpec("invalid VM spec: " + "; ".join(
+            "%s: %s" % (e["path"], e["message"]) for e in errors), details={"errors": errors})
+    return _with_defaults(spec)
+
+
+def _with_defaults(spec):
+    disks = []
+    for disk in spec.get("disks") or []:
+        device = disk.get("device", "disk")
+        guessed = "qcow2" if disk.get("size_gb") or disk.get("path", "").endswith(".qcow2") \
+            else "raw"
+        disks.append(dict(disk, device=device,
+                          bus=disk.get("bus", "sata" if device == "cdrom" else "virtio"),
+                          format=disk.get("format", "raw" if device == "cdrom" else guessed)))
+    return dict(spec, disks=disks,
+                interfaces=[dict(nic, model=nic.get("model", "virtio"))
+                            for nic in spec.get("interfaces") or []],
+                boot=spec.get("boot") or ["hd"],
+                metadata=dict((k, v if isinstance(v, str) else json.dumps(v))
+                              for k, v in (spec.get("metadata") or {}).items()),
+                tags=spec.get("tags") or [])
+
+
+def _target(prefix, index):
+    letters = ""
+    index += 1
+    while index:
+        index, rest = divmod(index - 1, 26)
+        letters = chr(ord("a") + rest) + letters
+    return prefix + letters
+
+
+def _sub(parent, tag, text=None, **attrs):
+    node = ET.SubElement(parent, tag, dict((k, str(v)) for k, v in attrs.items()))
+    if text is not None:
+        node.text = str(text)
+    return node
+
+
+def volume_xml(name, size_gb, fmt):
+    """Storage volume XML for a new disk of ``size_gb`` GiB in format ``fmt``."""
+    root = ET.Element("volume")
+    _sub(root, "name", name)
+    _sub(root, "capacity", size_gb, unit="GiB")
+    _sub(_sub(root, "target"), "format", type=fmt)
+    return ET.tostring(root, encoding="unicode")
+
+
+def build_domain_xml(spec, domain_type="qemu", uuid=None, volumes=None):
+    """Domain XML for a validated ``spec`` (see :func:`validate_spec`).
+
+    ``volumes`` maps a disk index to the volume created for it (dict pool, name, path,
+    size_gb); those disks use the volume's path and are recorded in the metadata.
+    """
+    volumes = volumes or {}
+    root = ET.Element("domain", type=domain_type)
+    _sub(root, "name", spec["name"])
+    if uuid:
+        _sub(root, "uuid", uuid)
+    rv = ET.SubElement(_sub(root, "metadata"), _q("vm"))
+    tags = ET.SubElement(rv, _q("tags"))
+    for tag in spec["tags"]:
+        ET.SubElement(tags, _q("tag")).text = tag
+    items = ET.SubElement(rv, _q("metadata"))
+    for key, value in sorted(spec["metadata"].items()):
+        ET.SubElement(items, _q("item"), key=key).text = value
+    owned = ET.SubElement(rv, _q("volumes"))
+    for index in sorted(volumes):
+        vol = volumes[index]
+        ET.SubElement(owned, _q("volume"), pool=vol["pool"], name=vol["name"], path=vol["path"],
+                      size_gb=str(vol["size_gb"]))
+    _sub(root, "memory", spec["memory_mb"], unit="MiB")
+    _sub(root, "currentMemory", spec["memory_mb"], unit="MiB")
+    _sub(root, "vcpu", spec["vcpus"], placement="static")
+    os_node = _sub(root, "os")
+    _sub(os_node, "type", "hvm")
+    for dev in spec["boot"]:
+        _sub(os_node, "boot", dev=dev)
+    features = _sub(root, "features")
+    _sub(features, "acpi")
+    _sub(features, "apic")
+    devices = _sub(root, "devices")
+    used = {}
+    for index, disk in enumerate(spec["disks"]):
+        path = volumes[index]["path"] if index in volumes else disk.get("path")
+        node = _sub(devices, "disk", type="file", device=disk["device"])
+        _sub(node, "driver", name="qemu", type=disk["format"])
+        if path:
+            _sub(node, "source", file=path)
+        prefix = _TARGET_PREFIX[disk["bus"]]
+        _sub(node, "target", dev=_target(prefix, used.get(prefix, 0)), bus=disk["bus"])
+        used[prefix] = used.get(prefix, 0) + 1
+        if disk["device"] == "cdrom":
+            _sub(node, "readonly")
+    for nic in spec["interfaces"]:
+        kind = "network" if "network" in nic else "bridge"
+        node = _sub(devices, "interface", type=kind)
+        if nic.get("mac"):
+            _sub(node, "mac", address=nic["mac"].lower())
+        _sub(node, "source", **{kind: nic[kind]})
+        _sub(node, "model", type=nic["model"])
+    return ET.tostring(root, encoding="unicode")
+
+
+def _mib(node):
+    if node is None or not (node.text or "").strip():
+        return None
+    factor = _UNITS.get((node.get("unit") or "KiB").lower(), 1024)
+    return int(node.text.strip()) * factor // (1024 ** 2)
+
+
+def _rv(root):
+    return root.find("metadata/" + _q("vm"))
+
+
+def parse_domain_xml(xml):
+    """VM fields from domain XML: name, uuid, vcpus, memory_mb, disks, interfaces, boot,
+    metadata, tags, domain_type (current values for a running domain's live XML)."""
+    root = ET.fromstring(xml)
+    vcpu = root.find("vcpu")
+    owned = dict((v["path"], v) for v in _volumes(root))
+    disks = []
+    for node in root.findall("devices/disk"):
+        source, target, driver = node.find("source"), node.find("target"), node.find("driver")
+        path = None if source is None else source.get("file") or source.get("dev")
+        disk = {"device": node.get("device", "disk"), "path": path,
+                "bus": None if target is None else target.get("bus"),
+                "target": None if target is None else target.get("dev"),
+                "format": None if driver is None else driver.get("type")}
+        if path in owned:
+            disk["size_gb"] = owned[path]["size_gb"]
+        disks.append(disk)
+    interfaces = []
+    for node in root.findall("devices/interface"):
+        source, model, mac = node.find("source"), node.find("model"), node.find("mac")
+        nic = {"model": None if model is None else model.get("type"),
+               "mac": None if mac is None else mac.get("address")}
+        if source is not None and source.get("network"):
+            nic["network"] = source.get("network")
+        elif source is not None and source.get("bridge"):
+            nic["bridge"] = source.get("bridge")
+        interfaces.append(nic)
+    rv = _rv(root)
+    return {
+        "name": root.findtext("name"),
+        "uuid": root.findtext("uuid"),
+        "domain_type": root.get("type"),
+        "vcpus": None if vcpu is None else int(vcpu.get("current") or vcpu.text),
+        "memory_mb": _mib(root.find("currentMemory")) or _mib(root.find("memory")),
+        "disks": disks,
+        "interfaces": interfaces,
+        "boot": [b.get("dev") for b in root.findall("os/boot")],
+        "metadata": {} if rv is None else dict(
+            (i.get("key"), i.text or "") for i in rv.findall(_q("metadata") + "/" + _q("item"))),
+        "tags": [] if rv is None else [
+            t.text or "" for t in rv.findall(_q("tags") + "/" + _q("tag"))],
+    }
+
+
+def _volumes(root):
+    rv = _rv(root)
+    if rv is None:
+        return []
+    return [dict(v.attrib, size_gb=int(v.get("size_gb", 0)))
+            for v in rv.findall(_q("volumes") + "/" + _q("volume"))]
+
+
+def managed_volumes(xml):
+    """Volumes this collection created for the domain: [dict(pool, name, path, size_gb)]."""
+    return _volumes(ET.fromstring(xml))
+
+
+def set_domain_resources(xml, vcpus=None, memory_mb=None):
+    """Persistent domain XML with ``vcpus`` and/or ``memory_mb`` changed (others kept)."""
+    root = ET.fromstring(xml)
+    if vcpus is not None:
+        vcpu = root.find("vcpu")
+        if vcpu is None:
+            vcpu = _sub(root, "vcpu")
+        vcpu.attrib.pop("current", None)
+        vcpu.text = str(vcpus)
+    if memory_mb is not None:
+        for tag in ("memory", "currentMemory"):
+            node = root.find(tag)
+            if node is None:
+                node = _sub(root, tag)
+            node.set("unit", "MiB")
+            node.text = str(memory_mb)
+        max_memory = root.find("maxMemory")
+        if max_memory is not None and _mib(max_memory) < memory_mb:
+            raise InvalidSpec("memory_mb: %d is above the domain's maxMemory of %d MiB"
+                              % (memory_mb, _mib(max_memory)))
+    return ET.tostring(root, encoding="unicode")

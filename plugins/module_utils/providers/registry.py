@@ -1,0 +1,184 @@
+"""Find the backend of a provider type and open it behind the resilience policy.
+
+Backends are pluggy plugins (see ``hookspecs.py``); each declares its types with the hook
+``resilient_virt_provider_types``. Built-in backends are modules of this collection listed in
+:data:`BUILTIN_BACKENDS`, and only the module of the requested type is imported (with a plain
+``from ... import`` inside a function, so that Ansible packs every backend module into the module
+payload while importing none of them before it is needed). Third-party
+backends are found through the entry point group :data:`ENTRY_POINT_GROUP`, read only when the
+requested type is not built in: the entry point named like the type is loaded, or, when none
+has that name, every entry point of the group. Observer plugins listed in the environment
+variable :data:`PLUGINS_ENV` (``package.module`` or ``package.module:object``, comma
+separated) or passed as ``plugins`` are registered for every provider.
+"""
+import importlib
+import os
+
+from ansible_collections.resilient.virt.plugins.module_utils.errors import Internal, InvalidSpec
+from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import Provider
+
+__all__ = ("BUILTIN_BACKENDS", "ENTRY_POINT_GROUP", "PLUGINS_ENV", "plugin_manager",
+           "provider_class", "provider_key", "open_provider", "installed_entry_points")
+
+
+
+def _libvirt_backend():
+    from ansible_collections.resilient.virt.plugins.module_utils.providers import libvirt_backend
+    return libvirt_backend
+
+
+def _vsphere_backend():
+    from ansible_collections.resilient.virt.plugins.module_utils.providers import vsphere_backend
+    return vsphere_backend
+
+
+# type name -> function importing the backend module (a plugin with module-level hookimpls)
+BUILTIN_BACKENDS = {"libvirt": _libvirt_backend, "vsphere": _vsphere_backend}
+ENTRY_POINT_GROUP = "resilient_virt.providers"
+PLUGINS_ENV = "RESILIENT_VIRT_PLUGINS"
+
+
+def _load_object(reference):
+    """``package.module`` or ``package.module:attr.path`` -> the object."""
+    module_name, _, attr = reference.partition(":")
+    target = importlib.import_module(module_name.strip())
+    for part in filter(None, attr.strip().split(".")):
+        target = getattr(target, part)
+    return target
+
+
+def plugin_manager(plugins=(), environ=None):
+    """A PluginManager with the hookspecs, ``plugins`` and the plugins of PLUGINS_ENV."""
+    import pluggy
+
+    from ansible_collections.resilient.virt.plugins.module_utils.providers import hookspecs
+
+    manager = pluggy.PluginManager(hookspecs.PROJECT)
+    manager.add_hookspecs(hookspecs)
+    environ = os.environ if environ is None else environ
+    for plugin in plugins:
+        _register(manager, plugin)
+    for reference in filter(None, (r.strip() for r in environ.get(PLUGINS_ENV, "").split(","))):
+        try:
+            plugin = _load_object(reference)
+        except (ImportError, AttributeError) as exc:
+            raise InvalidSpec("%s: cannot load plugin %r (%s: %s); fix or remove it"
+                              % (PLUGINS_ENV, reference, type(exc).__name__, exc), cause=exc)
+        _register(manager, plugin)
+    return manager
+
+
+def _register(manager, plugin):
+    if not manager.is_registered(plugin):
+        manager.register(plugin)
+
+
+def installed_entry_points():
+    """Entry points of ENTRY_POINT_GROUP installed in this Python environment."""
+    from importlib import metadata
+
+    found = metadata.entry_points()
+    if hasattr(found, "select"):
+        return list(found.select(group=ENTRY_POINT_GROUP))
+    return list(found.get(ENTRY_POINT_GROUP, ()))  # Python 3.9
+
+
+def _entry_point_label(entry_point):
+    dist = getattr(entry_point, "dist", None)
+    return "%s (%s)" % (entry_point.name, dist.name) if dist is not None else entry_point.name
+
+
+def _load_plugins(manager, type_name):
+    """Register the plugin(s) that may implement ``type_name``."""
+    if type_name in BUILTIN_BACKENDS:
+        _register(manager, BUILTIN_BACKENDS[type_name]())
+        return []
+    entry_points = installed_entry_points()
+    named = [ep for ep in entry_points if ep.name == type_name]
+    for entry_point in named or entry_points:
+        try:
+            plugin = entry_point.load()
+        except Exception as exc:
+            raise Internal("provider plugin %s (entry point %s = %s) failed to load: %s: %s"
+                           % (_entry_point_label(entry_point), ENTRY_POINT_GROUP,
+                              entry_point.value, type(exc).__name__, exc), cause=exc)
+        _register(manager, plugin)
+    return entry_points
+
+
+def _declared_types(manager):
+    types = {}
+    for answer in manager.hook.resilient_virt_provider_types():
+        classes = answer.items() if isinstance(answer, dict) else \
+            [(klass.type_name, klass) for klass in answer]
+        for name, klass in classes:
+            if not (isinstance(klass, type) and issubclass(klass, Provider)):
+                raise Internal("provider type %r is declared with %r, which is not a subclass of "
+                               "%s.Provider" % (name, klass, Provider.__module__))
+            if types.get(name, klass) is not klass:
+                raise Internal("provider type %r is declared twice: by %s.%s and %s.%s" % (
+                    name, types[name].__module__, types[name].__name__, klass.__module__,
+                    klass.__name__))
+            types[name] = klass
+    return types
+
+
+def provider_class(type_name, manager=None):
+    """The Provider subclass of ``type_name``; InvalidSpec naming ``provider.type`` if none."""
+    manager = manager or plugin_manager()
+    entry_points = [] if type_name is None else _load_plugins(manager, type_name)
+    klass = _declared_types(manager).get(type_name)
+    if klass is not None:
+        return klass
+    if type_name is None:
+        entry_points = installed_entry_points()
+    known = "built-in types: %s; installed plugins (entry point group %s): %s" % (
+        ", ".join(sorted(BUILTIN_BACKENDS)), ENTRY_POINT_GROUP,
+        ", ".join(_entry_point_label(ep) for ep in entry_points) or "none")
+    if type_name is None:
+        message = "provider.type is required; " + known
+    else:
+        message = "provider.type=%r is not a known provider type; %s" % (type_name, known)
+    raise InvalidSpec(message, details={"errors": [{"path": "provider.type",
+                                                    "message": message}]})
+
+
+def _check_config(config):
+    if not isinstance(config, dict):
+        raise InvalidSpec("provider must be a dict such as {type: libvirt, uri: 'qemu:///system'}"
+                          ", not %s" % type(config).__name__)
+    type_name = config.get("type")
+    if type_name is not None and not isinstance(type_name, str):
+        raise InvalidSpec("provider.type must be a string such as libvirt, not %r" % (type_name,),
+                          details={"errors": [{"path": "provider.type",
+                                               "message": "must be a string"}]})
+    return type_name
+
+
+def provider_key(config, plugins=()):
+    """The key (breaker and rate limit name) of the provider ``config``, without connecting."""
+    klass = provider_class(_check_config(config), plugin_manager(plugins))
+    return klass(config).key
+
+
+def open_provider(config, settings=None, store=None, plugins=(), environ=None):
+    """A GuardedProvider for the ``provider`` dict ``config``; nothing is contacted yet.
+
+    ``settings``: a ResilienceSettings (default: resolved from the environment); ``store``: the
+    StateStore (default: ``open_store(settings.state_store)``); ``plugins``: extra plugin
+    objects (observers, fault injectors, backends).
+    """
+    from ansible_collections.resilient.virt.plugins.module_utils.providers.guarded import (
+        GuardedProvider)
+
+    manager = plugin_manager(plugins, environ)
+    provider = provider_class(_check_config(config), manager)(config)
+    if settings is None:
+        from ansible_collections.resilient.virt.plugins.module_utils.config import (
+            resolve_settings)
+        settings = resolve_settings(environ=environ)
+    if store is None:
+        from ansible_collections.resilient.virt.plugins.module_utils.state_store import (
+            open_store)
+        store = open_store(settings.state_store, environ=environ)
+    return GuardedProvider(provider, store, settings, manager.hook)

@@ -1,0 +1,64 @@
+"""Rate limit shared by every process through the state store (GCRA).
+
+The generic cell rate algorithm keeps one number per key, the theoretical arrival time ``tat``.
+A call at ``now`` is admitted when ``now >= tat - (burst - 1) / qps``, and ``tat`` moves on by
+``1 / qps``. So ``burst`` calls may go at once after a quiet period, then one every ``1 / qps``
+seconds; any window of ``T`` seconds admits at most ``qps * T + burst`` calls, whichever
+processes make them. A caller that must wait reserves its turn in the same store update, then
+sleeps until it comes.
+"""
+import time
+
+from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, RateLimit
+
+__all__ = ("RateLimiter", "NAMESPACE")
+
+NAMESPACE = "ratelimit"
+
+
+class RateLimiter:
+    """At most ``qps`` calls per second for ``key``, ``burst`` at once; ``qps`` <= 0: unlimited.
+
+    ``burst`` None means ``max(1, int(qps))``, i.e. one second worth of calls.
+    """
+
+    def __init__(self, store, key, qps, burst=None):
+        self.store = store
+        self.key = key
+        self.qps = float(qps or 0)
+        if burst is None:
+            burst = max(1, int(self.qps))
+        if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
+            raise InvalidSpec("rate limit burst must be an integer >= 1, got %r" % (burst,))
+        self.burst = burst
+
+    def acquire(self, deadline=None):
+        """Wait for this process's turn; return the seconds waited.
+
+        Raises RateLimit (``retry_after`` = the wait) without using a turn when the wait would
+        end after ``deadline`` (a deadline.Deadline, or None for no limit).
+        """
+        if self.qps <= 0:
+            return 0.0
+        interval = 1.0 / self.qps
+        tolerance = (self.burst - 1) * interval
+        config = {"qps": self.qps, "burst": self.burst}
+
+        def take(current, now):
+            tat = max(current["tat"], now) if current else now
+            wait = max(0.0, tat - tolerance - now)
+            left = None if deadline is None else deadline.remaining()
+            if left is not None and wait > left:
+                return current, (False, wait, left)
+            new = {"tat": tat + interval}
+            new.update(config)
+            return new, (True, wait, left)
+
+        admitted, wait, left = self.store.update(NAMESPACE, self.key, take)
+        if not admitted:
+            raise RateLimit("rate limit %r (%g calls/s, burst %d) would delay this call %.2f s, "
+                            "past its deadline (%.2f s left)"
+                            % (self.key, self.qps, self.burst, wait, left), retry_after=wait)
+        if wait > 0:
+            time.sleep(wait)
+        return wait

@@ -1,0 +1,134 @@
+"""Retry loop with exponential backoff and jitter, bounded by attempts and a deadline.
+
+Built on tenacity, which is imported only when a loop runs. Rules:
+
+* only errors that :func:`errors.classify` marks retryable are retried; BreakerOpen and every
+  other non-retryable error are raised at once;
+* the wait after failed attempt ``n`` is ``min(max_delay, base_delay * multiplier ** (n - 1))``
+  plus up to 10 % of it at random, and at least the error's ``retry_after``;
+* the loop never sleeps past the deadline: when time remains but less than the next wait, it
+  sleeps until the deadline and makes one final attempt (``is_last`` and ``at_deadline`` set);
+  when no time remains the last error is raised;
+* the error raised is the classified VirtError (the original as ``.cause``), with
+  ``details["attempts"]`` = the number of attempts made.
+"""
+import random
+import time
+
+from ansible_collections.resilient.virt.plugins.module_utils.deadline import Deadline
+from ansible_collections.resilient.virt.plugins.module_utils.errors import classify
+
+__all__ = ("Attempt", "run_with_retry", "backoff_delay")
+
+JITTER = 0.1
+
+
+class Attempt:
+    """One attempt: ``number`` (1-based), ``is_last``, the whole call's ``deadline``.
+
+    ``at_deadline`` is True for the final attempt made once the deadline is reached.
+    """
+
+    __slots__ = ("number", "is_last", "deadline", "at_deadline")
+
+    def __init__(self, number, is_last, deadline, at_deadline=False):
+        self.number = number
+        self.is_last = is_last
+        self.deadline = deadline
+        self.at_deadline = at_deadline
+
+    def budget(self, seconds):
+        """Time this attempt may take: ``seconds`` capped by the deadline.
+
+        The final attempt made at the deadline gets ``seconds`` in full, so the call may end
+        up to one attempt's timeout after the deadline.
+        """
+        return seconds if self.at_deadline else self.deadline.cap(seconds)
+
+    def __repr__(self):
+        return "Attempt(number=%d, is_last=%s, at_deadline=%s)" % (
+            self.number, self.is_last, self.at_deadline)
+
+
+def backoff_delay(number, settings):
+    """Wait before attempt ``number + 1`` without jitter: capped exponential backoff."""
+    try:
+        delay = settings.base_delay * settings.multiplier ** (number - 1)
+    except OverflowError:
+        delay = settings.max_delay
+    return min(settings.max_delay, delay)
+
+
+class _Loop:
+    """State shared by the tenacity callbacks of one run_with_retry call."""
+
+    def __init__(self, fn, settings, deadline, on_retry, classifiers):
+        self.fn = fn
+        self.settings = settings
+        self.max_attempts = max(1, int(settings.max_attempts))
+        self.deadline = deadline
+        self.on_retry = on_retry
+        self.classifiers = classifiers
+        self.current = None
+        self.next_at_deadline = False
+        self.delay = 0.0
+        self.failed = None  # (exception, classified VirtError) of the last failed attempt
+
+    def call(self):
+        number = 1 if self.current is None else self.current.number + 1
+        at_deadline = self.next_at_deadline
+        is_last = number >= self.max_attempts or at_deadline or self.deadline.expired()
+        self.current = Attempt(number, is_last, self.deadline, at_deadline)
+        return self.fn(self.current)
+
+    def classified(self, exc):
+        if self.failed is None or self.failed[0] is not exc:
+            self.failed = (exc, classify(exc, self.classifiers))
+        return self.failed[1]
+
+    def retry(self, state):
+        exc = state.outcome.exception() if state.outcome.failed else None
+        return isinstance(exc, Exception) and self.classified(exc).retryable
+
+    def stop(self, state):
+        return self.current.is_last or self.deadline.expired()
+
+    def wait(self, state):
+        backoff = backoff_delay(self.current.number, self.settings)
+        delay = backoff + random.uniform(0.0, JITTER * backoff)
+        retry_after = self.failed[1].retry_after
+        if retry_after is not None:
+            delay = max(delay, retry_after)
+        remaining = self.deadline.remaining()
+        self.next_at_deadline = remaining is not None and delay >= remaining
+        self.delay = remaining if self.next_at_deadline else delay
+        return self.delay
+
+    def before_sleep(self, state):
+        if self.on_retry is not None:
+            self.on_retry(self.current, self.failed[1], self.delay)
+
+
+def run_with_retry(fn, settings, deadline=None, sleep=time.sleep, on_retry=None, classifiers=()):
+    """Return ``fn(attempt)``, retrying retryable failures as described in the module docstring.
+
+    ``settings`` has ``max_attempts``, ``base_delay``, ``max_delay``, ``multiplier`` (e.g.
+    ``ResilienceSettings.retry``); ``deadline`` is a :class:`Deadline` (None = unbounded);
+    ``sleep(seconds)`` waits; ``on_retry(attempt, error, delay)`` runs before each wait with
+    the failed Attempt and its VirtError; ``classifiers`` go to :func:`errors.classify`.
+    """
+    import tenacity
+
+    loop = _Loop(fn, settings, deadline or Deadline(), on_retry, tuple(classifiers))
+    retrying = tenacity.Retrying(sleep=sleep, stop=loop.stop, wait=loop.wait, retry=loop.retry,
+                                 before_sleep=loop.before_sleep, reraise=True)
+    try:
+        return retrying(loop.call)
+    except Exception as exc:
+        err = loop.classified(exc)
+        err.details = dict(err.details or {}, attempts=loop.current.number if loop.current else 0)
+        if err is exc:
+            raise
+        if err.cause is exc:
+            raise err from exc
+        raise err

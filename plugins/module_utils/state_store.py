@@ -1,0 +1,117 @@
+"""Shared state for breakers, rate limits and reservations: the StateStore interface.
+
+Records are JSON-able dicts addressed by ``(namespace, key)``. Every process that uses the same
+store URL sees the same records, and :meth:`StateStore.update` is an atomic read-modify-write
+across processes (and machines, for Redis).
+
+Store URLs (option ``state_store``, env ``RESILIENT_VIRT_STATE_STORE``):
+
+* ``sqlite:///abs/path/state.db`` - a SQLite file (default
+  ``sqlite://~/.ansible/resilient_virt/state.db``). The path must be absolute or start with
+  ``~``: a relative path would depend on the working directory of each task process, which
+  Ansible does not keep stable, so it is refused.
+* ``redis://[:password@]host:port/db`` - a Redis server.
+* ``rediss://[:password@]host:port/db`` - Redis over TLS; the server certificate and host name
+  are verified. Add ``?ssl_ca_certs=/path/ca.pem`` for a private CA.
+"""
+import os
+import re
+
+from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, redact
+
+__all__ = ("StateStore", "open_store", "default_store_url", "ENV_VAR")
+
+ENV_VAR = "RESILIENT_VIRT_STATE_STORE"
+_NAMESPACE = re.compile(r"^[A-Za-z0-9_.-]+$")
+_ACCEPTED = ("sqlite:///abs/path/state.db, sqlite://~/path/state.db, "
+             "redis://[:password@]host:port/db, rediss://[:password@]host:port/db")
+_OPEN = {}  # (pid, url) -> store opened by open_store in this process
+
+
+def check_namespace(namespace):
+    """Namespaces are identifiers chosen by the code (never by users); refuse anything else."""
+    if not isinstance(namespace, str) or not _NAMESPACE.match(namespace):
+        raise ValueError("state store namespace must match %s, got %r"
+                         % (_NAMESPACE.pattern, namespace))
+
+
+class StateStore:
+    """Interface of a state store; see the module docstring for URLs."""
+
+    url = None
+    closed = False
+
+    def get(self, namespace, key):
+        """The record as a dict, or None."""
+        raise NotImplementedError
+
+    def items(self, namespace, prefix=""):
+        """All records of ``namespace`` whose key starts with ``prefix``: {key: dict}."""
+        raise NotImplementedError
+
+    def update(self, namespace, key, fn):
+        """Atomically replace the record with ``fn(current, now) -> (new, result)``; return result.
+
+        ``current`` is the record or None; ``now`` is :meth:`now`. ``new`` None deletes the record.
+        ``fn`` may run more than once (optimistic retry), so it must not have side effects.
+        """
+        raise NotImplementedError
+
+    def delete(self, namespace, key):
+        raise NotImplementedError
+
+    def now(self):
+        """Epoch seconds on the clock every user of this store agrees on."""
+        raise NotImplementedError
+
+    def close(self):
+        raise NotImplementedError
+
+    def describe(self):
+        """The URL without any password, safe for logs and results."""
+        return self.url
+
+    def __repr__(self):
+        return "%s(%s)" % (type(self).__name__, self.describe())
+
+
+def default_store_url():
+    return "sqlite://" + os.path.join(os.path.expanduser("~"), ".ansible", "resilient_virt",
+                                      "state.db")
+
+
+def _sqlite_path(url):
+    path = url[len("sqlite://"):]
+    if path.startswith("~"):
+        path = os.path.expanduser(path)
+    if not path or not os.path.isabs(path):
+        raise InvalidSpec("state_store %r: the SQLite path must be absolute "
+                          "(sqlite:///abs/path.db) or start with ~ (sqlite://~/path.db)" % url)
+    return os.path.normpath(path)
+
+
+def _open(url):
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme == "sqlite":
+        from ansible_collections.resilient.virt.plugins.module_utils.sqlite_store import SQLiteStore
+        return SQLiteStore(_sqlite_path(url))
+    if scheme in ("redis", "rediss"):
+        from ansible_collections.resilient.virt.plugins.module_utils.redis_store import RedisStore
+        return RedisStore(url)
+    raise InvalidSpec("state_store %r is not a supported URL; accepted forms: %s (or set %s)"
+                      % (redact(url), _ACCEPTED, ENV_VAR))
+
+
+def open_store(url=None, environ=None):
+    """The store for ``url``, else ``$RESILIENT_VIRT_STATE_STORE``, else the default SQLite file.
+
+    Stores are cached per process and URL; a closed store is reopened on the next call.
+    """
+    if environ is None:
+        environ = os.environ
+    url = (url or environ.get(ENV_VAR) or default_store_url()).strip()
+    cache_key = (os.getpid(), url)
+    store = _OPEN.get(cache_key)
+    if store is None or store.closed:
+        store = _OPEN[cache_key] = _open(url)
+    return store

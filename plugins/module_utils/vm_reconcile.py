@@ -1,0 +1,133 @@
+# -*- coding: utf-8 -*-
+# Copyright: resilient.virt contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Bring one VM to a wanted state through a provider: plan first, then act (or only plan)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, NotFound, Timeout, VirtError
+
+STATES = ("present", "absent", "running", "stopped", "restarted")
+SPEC_FIELDS = ("vcpus", "memory_mb", "disks", "interfaces", "boot", "metadata", "tags")
+RECONFIGURABLE = ("vcpus", "memory_mb")
+DIFF_FIELDS = ("state", "vcpus", "memory_mb")
+
+
+def _view(vm):
+    """The part of a VM that the diff shows."""
+    if vm is None:
+        return {"state": "absent"}
+    return dict((field, vm.get(field)) for field in DIFF_FIELDS)
+
+
+def plan(current, state, spec):
+    """Actions that take ``current`` (a VM dict or None) to ``state`` with ``spec``.
+
+    Each action is ``(verb, arguments)``; verbs are create, delete, reconfigure, start, shutdown,
+    reboot. The plan is pure, so check mode can return it without touching the provider.
+    """
+    if state not in STATES:
+        raise InvalidSpec("state must be one of %s, not %r" % (", ".join(STATES), state))
+    if state == "absent":
+        return [("delete", {})] if current is not None else []
+    actions = []
+    if current is None:
+        missing = [field for field in ("vcpus", "memory_mb") if spec.get(field) is None]
+        if missing:
+            raise InvalidSpec(
+                "the VM does not exist and %s %s needed to create it; set them or use state=absent"
+                % (" and ".join(missing), "is" if len(missing) == 1 else "are"),
+                details={"errors": [{"path": field, "message": "required to create the VM"} for field in missing]},
+            )
+        actions.append(("create", {}))
+        power = "stopped"
+    else:
+        changes = dict(
+            (field, spec[field]) for field in RECONFIGURABLE if spec.get(field) is not None and spec[field] != current.get(field)
+        )
+        if changes:
+            actions.append(("reconfigure", changes))
+        power = current.get("state")
+    running = power == "running"
+    if state == "running" and not running:
+        actions.append(("start", {}))
+    elif state == "stopped" and running:
+        actions.append(("shutdown", {}))
+    elif state == "restarted":
+        actions.append(("reboot", {}) if running else ("start", {}))
+    return actions
+
+
+def predict(current, actions, spec):
+    """The VM view after ``actions``, for check mode and diff."""
+    after = dict(_view(current)) if current is not None else {}
+    for verb, arguments in actions:
+        if verb == "delete":
+            return {"state": "absent"}
+        if verb == "create":
+            after = dict(state="stopped", vcpus=spec.get("vcpus"), memory_mb=spec.get("memory_mb"))
+        elif verb == "reconfigure":
+            after.update(arguments)
+        elif verb in ("start", "reboot"):
+            after["state"] = "running"
+        elif verb == "shutdown":
+            after["state"] = "stopped"
+    return after
+
+
+def describe_or_none(provider, name):
+    try:
+        return provider.describe(name)
+    except NotFound:
+        return None
+
+
+def reconcile(provider, name, state, spec, check_mode=False, force=False, shutdown_timeout=None):
+    """Plan and (unless ``check_mode``) apply; returns changed, actions, vm, before, after."""
+    spec = dict((field, spec.get(field)) for field in SPEC_FIELDS if spec.get(field) is not None)
+    current = describe_or_none(provider, name)
+    actions = plan(current, state, spec)
+    result = dict(changed=bool(actions), actions=[verb for verb, _ in actions], before=_view(current))
+    if check_mode or not actions:
+        result["after"] = predict(current, actions, spec)
+        result["vm"] = current
+        return result
+    vm = current
+    for verb, arguments in actions:
+        try:
+            vm = _apply(provider, name, verb, arguments, spec, force, shutdown_timeout)
+        except VirtError as err:
+            err.during_create = verb == "create"
+            raise
+    if vm is not None and state != "absent":
+        vm = provider.describe(name)
+    result["vm"] = vm
+    result["after"] = _view(vm)
+    if vm is not None and any(vm.get(field) != spec[field] for field in RECONFIGURABLE if field in spec):
+        result["restart_required"] = True
+    return result
+
+
+def _apply(provider, name, verb, arguments, spec, force, shutdown_timeout):
+    if verb == "create":
+        return provider.create(dict(spec, name=name))
+    if verb == "delete":
+        provider.delete(name)
+        return None
+    if verb == "reconfigure":
+        return provider.reconfigure(name, **arguments)
+    if verb == "start":
+        return provider.power(name, "on")
+    if verb == "reboot":
+        return provider.power(name, "reboot")
+    try:
+        return provider.power(name, "shutdown", timeout=shutdown_timeout)
+    except Timeout as err:
+        if not force:
+            raise Timeout(
+                "%s did not shut down within the shutdown timeout; set force=true to power it off "
+                "or raise shutdown_timeout" % name,
+                cause=err,
+            )
+        return provider.power(name, "off")

@@ -1,0 +1,151 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: resilient.virt contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: provider
+short_description: Validate a hypervisor provider and report its capabilities, health and breaker
+version_added: 0.1.0
+description:
+  - Checks that a provider answers and accepts the credentials, and reports what its backend can
+    do, its conditions (C(ProviderRuntimeReady), C(ProviderAvailable)), its hypervisors and the
+    state of its circuit breaker.
+  - A provider that is down gives a result with C(ProviderAvailable=False) and a failed task, so
+    a play can stop early or skip that provider.
+  - O(state=reset) closes the provider's circuit breaker after an outage that is known to be over.
+author:
+  - resilient.virt developers
+options:
+  state:
+    description:
+      - V(validated) checks connectivity and credentials.
+      - V(reset) closes the provider's circuit breaker (without contacting the provider), then reports it.
+    type: str
+    choices: [validated, reset]
+    default: validated
+  list_hypervisors:
+    description: Also return the provider's hypervisors with their capacity and usage.
+    type: bool
+    default: true
+extends_documentation_fragment:
+  - resilient.virt.provider
+  - resilient.virt.resilience
+attributes:
+  check_mode:
+    support: full
+    description: Validation is read-only; V(reset) reports whether it would change the breaker.
+  diff_mode:
+    support: full
+    description: Shows the breaker before and after a reset.
+"""
+
+EXAMPLES = r"""
+- name: Check a libvirt host
+  resilient.virt.provider:
+    provider: {type: libvirt, uri: "qemu+ssh://root@kvm1/system", name: kvm1}
+  register: kvm1
+
+- name: Check every host of the inventory, each with its own provider variable
+  resilient.virt.provider:
+    provider: "{{ resilient_virt_provider }}"
+  ignore_errors: true
+
+- name: Close the breaker after maintenance
+  resilient.virt.provider:
+    provider: kvm1
+    state: reset
+"""
+
+RETURN = r"""
+provider:
+  description: What is known of the provider.
+  returned: always
+  type: dict
+  contains:
+    key:
+      description: C(<type>:<name>); also the name of its circuit breaker.
+      type: str
+      sample: libvirt:hv1
+    type:
+      description: Backend type.
+      type: str
+    capabilities:
+      description: Operations the backend supports.
+      type: list
+      elements: str
+    info:
+      description: What validation learnt (versions, host name); absent for O(state=reset).
+      type: dict
+hypervisors:
+  description: Hypervisors of the provider with C(name), C(az), C(cpu), C(memory_mb), C(used_cpu), C(used_memory_mb), C(state) and C(traits).
+  returned: when O(list_hypervisors) and validation succeeded
+  type: list
+  elements: dict
+conditions:
+  description: C(ProviderRuntimeReady) (the backend loaded) and C(ProviderAvailable) (the health check passed).
+  returned: always
+  type: list
+  elements: dict
+breaker:
+  description: The provider's circuit breaker after the task.
+  returned: always
+  type: dict
+"""
+
+from ansible_collections.resilient.virt.plugins.module_utils.module_base import ResilientModule
+from ansible_collections.resilient.virt.plugins.module_utils.errors import VirtError
+from ansible_collections.resilient.virt.plugins.module_utils import conditions
+
+
+class ProviderModule(ResilientModule):
+    argument_spec = dict(
+        state=dict(type="str", default="validated", choices=["validated", "reset"]),
+        list_hypervisors=dict(type="bool", default=True),
+    )
+
+    def run(self):
+        try:
+            provider = self.open_provider()
+        except VirtError as err:
+            err.result = dict(conditions=[conditions.provider_runtime_ready(False, err.message)])
+            raise
+        runtime = conditions.provider_runtime_ready(True, "%s backend loaded" % provider.type_name)
+        summary = dict(key=provider.key, type=provider.type_name, capabilities=sorted(provider.capabilities))
+        result = dict(changed=False, provider=summary)
+        if self.params["state"] == "reset":
+            breaker = provider.policy.breaker
+            before = breaker.snapshot()
+            result["changed"] = before["state"] != "closed" or before["consecutive_failures"] > 0
+            if result["changed"] and not self.check_mode:
+                breaker.reset()
+            after = dict(before, state="closed", consecutive_failures=0) if self.check_mode else breaker.snapshot()
+            if result["changed"] and self.diff_mode:
+                result["diff"] = dict(before=before, after=after)
+            result.update(breaker=after, conditions=[runtime])
+            return result
+        try:
+            summary["info"] = provider.validate()
+            if self.params["list_hypervisors"] and "list_hypervisors" in provider.capabilities:
+                result["hypervisors"] = provider.list_hypervisors()
+        except VirtError as err:
+            err.result = dict(
+                provider=summary,
+                conditions=[runtime, conditions.provider_available(False, "%s: %s" % (err.type, err.message))],
+                breaker=provider.policy.breaker.snapshot(),
+            )
+            raise
+        result["conditions"] = [runtime, conditions.provider_available(True, "%s answered" % provider.key)]
+        result["breaker"] = provider.policy.breaker.snapshot()
+        return result
+
+
+def main():
+    ProviderModule.main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,263 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: resilient.virt contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: vm
+short_description: Create, delete, start, stop and restart virtual machines on any provider
+version_added: 0.1.0
+description:
+  - Brings one VM to the wanted O(state) on a provider (libvirt, vSphere or a third-party backend),
+    reconciling its vCPUs and memory where the backend can.
+  - Idempotent; a second run reports C(changed=false). Check mode changes nothing and reports what
+    would change; C(--diff) shows before and after.
+  - Every provider call goes through retries with backoff, the provider's circuit breaker and
+    rate limit, and a per-operation timeout. A retried create or delete first looks whether the
+    earlier attempt already did the work, so it never creates twice.
+author:
+  - resilient.virt developers
+options:
+  name:
+    description: Name of the VM on the provider.
+    type: str
+    required: true
+  state:
+    description:
+      - V(present) defines the VM (created stopped when new) and reconciles its spec.
+      - V(absent) deletes it, with the disks this collection created for it.
+      - V(running) and V(stopped) also set its power state; V(stopped) shuts it down gracefully
+        and waits up to O(shutdown_timeout), then powers it off if O(force) is set.
+      - V(restarted) reboots a running VM, or starts a stopped one; it always reports a change.
+    type: str
+    choices: [present, absent, running, stopped, restarted]
+    default: present
+  vcpus:
+    description: Virtual CPUs. Required to create a VM; changed on an existing VM when different.
+    type: int
+  memory_mb:
+    description: Memory in MiB. Required to create a VM; changed on an existing VM when different.
+    type: int
+  disks:
+    description:
+      - Disks of a new VM (ignored for an existing VM). libvirt keys are C(size_gb) (a new volume
+        in the provider's C(storage_pool)) or C(path) (an existing image), C(bus), C(format) and C(device).
+      - The spec is validated before anything is created; every bad field is reported by its path.
+    type: list
+    elements: dict
+  interfaces:
+    description: Network interfaces of a new VM, each with C(network) or C(bridge), and optional C(model) and C(mac).
+    type: list
+    elements: dict
+  boot:
+    description: Boot order of a new VM, for example V([hd, network]).
+    type: list
+    elements: str
+  metadata:
+    description: Key/value metadata stored with the VM.
+    type: dict
+  tags:
+    description: Tags stored with the VM, usable as a filter in M(resilient.virt.vm_info).
+    type: list
+    elements: str
+  force:
+    description: With O(state=stopped), power the VM off when the graceful shutdown does not finish in time.
+    type: bool
+    default: false
+  shutdown_timeout:
+    description: How long O(state=stopped) waits for a graceful shutdown (seconds, or C(30s), C(2m)).
+    type: raw
+    default: 60s
+extends_documentation_fragment:
+  - resilient.virt.provider
+  - resilient.virt.resilience
+attributes:
+  check_mode:
+    support: full
+    description: Returns the planned actions and the predicted VM; nothing is changed.
+  diff_mode:
+    support: full
+    description: Shows state, vCPUs and memory before and after.
+"""
+
+EXAMPLES = r"""
+- name: A small VM, running, on a local libvirt host
+  resilient.virt.vm:
+    provider:
+      type: libvirt
+      uri: qemu:///system
+    name: web1
+    vcpus: 1
+    memory_mb: 512
+    tags: [web]
+    state: running
+
+- name: Set providers once, then refer to them by name
+  module_defaults:
+    group/resilient.virt.all:
+      providers:
+        kvm1: {type: libvirt, uri: "qemu+ssh://root@kvm1/system"}
+        vc: {type: vsphere, host: vcenter.example.com, username: automation, password: "{{ vc_password }}"}
+      resilience:
+        retry_preset: conservative
+        failure_threshold: 3
+  block:
+    - name: Grow a VM's memory
+      resilient.virt.vm:
+        provider: kvm1
+        name: db1
+        memory_mb: 8192
+
+    - name: Stop a VM, forcing it off after two minutes
+      resilient.virt.vm:
+        provider: kvm1
+        name: db1
+        state: stopped
+        shutdown_timeout: 2m
+        force: true
+
+- name: Remove a VM
+  resilient.virt.vm:
+    provider: kvm1
+    name: web1
+    state: absent
+"""
+
+RETURN = r"""
+vm:
+  description: The VM after the task, or null when it is absent (in check mode, the VM as it is now).
+  returned: always
+  type: dict
+  contains:
+    name:
+      description: Name on the provider.
+      type: str
+    uuid:
+      description: Provider's unique id.
+      type: str
+    hypervisor:
+      description: Host the VM is on.
+      type: str
+    state:
+      description: V(running), V(stopped), V(paused) or V(unknown).
+      type: str
+    vcpus:
+      description: Virtual CPUs.
+      type: int
+    memory_mb:
+      description: Memory in MiB.
+      type: int
+    tags:
+      description: Tags stored with the VM.
+      type: list
+      elements: str
+actions:
+  description: What the task did (or, in check mode, would do), in order.
+  returned: always
+  type: list
+  elements: str
+  sample: [create, start]
+changes:
+  description: State, vCPUs and memory before and after.
+  returned: always
+  type: dict
+  contains:
+    before:
+      description: Before the task.
+      type: dict
+    after:
+      description: After the task (predicted in check mode).
+      type: dict
+restart_required:
+  description: True when a change to vCPUs or memory takes effect only after the VM restarts.
+  returned: when true
+  type: bool
+conditions:
+  description:
+    - Kubernetes-style conditions of the VM, each with C(type), C(status), C(reason), C(message)
+      and C(lastTransitionTime).
+    - C(Ready) is V(True)/C(VMReady) when the VM is in the wanted state; on failure V(False) with
+      C(ProviderError) or C(ValidationError), and C(Provisioning) V(False)/C(CreateFailed) when a create failed.
+  returned: always
+  type: list
+  elements: dict
+error:
+  description: On failure, the error's C(type) (such as V(InvalidSpec), V(Unavailable), V(BreakerOpen)), C(message) and C(details).
+  returned: failure
+  type: dict
+"""
+
+from ansible_collections.resilient.virt.plugins.module_utils.module_base import ResilientModule
+from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, VirtError
+from ansible_collections.resilient.virt.plugins.module_utils import conditions
+
+
+class VmModule(ResilientModule):
+    argument_spec = dict(
+        name=dict(type="str", required=True),
+        state=dict(type="str", default="present", choices=["present", "absent", "running", "stopped", "restarted"]),
+        vcpus=dict(type="int"),
+        memory_mb=dict(type="int"),
+        disks=dict(type="list", elements="dict"),
+        interfaces=dict(type="list", elements="dict"),
+        boot=dict(type="list", elements="str"),
+        metadata=dict(type="dict"),
+        tags=dict(type="list", elements="str"),
+        force=dict(type="bool", default=False),
+        shutdown_timeout=dict(type="raw", default="60s"),
+    )
+
+    def run(self):
+        from ansible_collections.resilient.virt.plugins.module_utils.config import parse_duration
+        from ansible_collections.resilient.virt.plugins.module_utils.vm_reconcile import reconcile
+
+        params = self.params
+        shutdown_timeout = parse_duration(params["shutdown_timeout"], "shutdown_timeout")
+        provider = self.open_provider()
+        try:
+            outcome = reconcile(
+                provider, params["name"], params["state"], params, check_mode=self.check_mode,
+                force=params["force"], shutdown_timeout=shutdown_timeout,
+            )
+        except VirtError as err:
+            err.result = dict(conditions=self._failure_conditions(err))
+            raise
+        result = dict(
+            changed=outcome["changed"],
+            vm=outcome["vm"],
+            actions=outcome["actions"],
+            changes=dict(before=outcome["before"], after=outcome["after"]),
+            conditions=self._conditions(outcome),
+        )
+        if outcome.get("restart_required"):
+            result["restart_required"] = True
+        if self.diff_mode and outcome["changed"]:
+            result["diff"] = dict(before=outcome["before"], after=outcome["after"])
+        return result
+
+    def _conditions(self, outcome):
+        after = outcome["after"]
+        if after.get("state") == "absent":
+            return []
+        message = "%s is %s" % (self.params["name"], after.get("state"))
+        if self.check_mode and outcome["changed"]:
+            message = "check mode: %s would be %s" % (self.params["name"], after.get("state"))
+        return [conditions.vm_ready(message)]
+
+    def _failure_conditions(self, err):
+        ready = conditions.vm_validation_error(err) if isinstance(err, InvalidSpec) else conditions.vm_provider_error(err)
+        found = [ready]
+        if not self.check_mode and self.params["state"] != "absent" and getattr(err, "during_create", False):
+            found.append(conditions.vm_create_failed(err))
+        return found
+
+
+def main():
+    VmModule.main()
+
+
+if __name__ == "__main__":
+    main()

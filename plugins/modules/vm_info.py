@@ -1,0 +1,180 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: resilient.virt contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: vm_info
+short_description: List or describe virtual machines across one or more providers
+version_added: 0.1.0
+description:
+  - Lists the VMs of one or more providers, or describes one VM by name, with filters.
+  - Read-only; every call goes through the provider's retries, circuit breaker, rate limit and
+    describe timeout.
+author:
+  - resilient.virt developers
+options:
+  name:
+    description: Describe only this VM. Without it, every VM that matches the filters is listed.
+    type: str
+  all_providers:
+    description: Query every entry of O(providers) instead of O(provider).
+    type: bool
+    default: false
+  filters:
+    description: Keep only VMs that match every given filter.
+    type: dict
+    suboptions:
+      state:
+        description: Power state, V(running), V(stopped), V(paused) or V(unknown).
+        type: str
+      tags:
+        description: Tags the VM must all carry.
+        type: list
+        elements: str
+      hypervisor:
+        description: Host the VM runs on.
+        type: str
+  on_provider_error:
+    description:
+      - With several providers, what to do when one of them fails (unreachable, breaker open).
+      - V(fail) fails the task; V(warn) returns the VMs of the others, the error under RV(provider_errors) and a warning.
+    type: str
+    choices: [fail, warn]
+    default: fail
+extends_documentation_fragment:
+  - resilient.virt.provider
+  - resilient.virt.resilience
+attributes:
+  check_mode:
+    support: full
+    description: Read-only; runs the same in check mode.
+"""
+
+EXAMPLES = r"""
+- name: Every VM on one libvirt host
+  resilient.virt.vm_info:
+    provider: {type: libvirt, uri: "qemu:///system"}
+  register: found
+
+- name: Running web VMs on every provider set in module_defaults, tolerating one that is down
+  resilient.virt.vm_info:
+    all_providers: true
+    filters:
+      state: running
+      tags: [web]
+    on_provider_error: warn
+
+- name: One VM
+  resilient.virt.vm_info:
+    provider: kvm1
+    name: db1
+"""
+
+RETURN = r"""
+vms:
+  description: The VMs found, sorted by provider then name (empty when O(name) does not exist).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Name on the provider.
+      type: str
+    uuid:
+      description: Provider's unique id.
+      type: str
+    provider:
+      description: Key of the provider that reported it, C(<type>:<name>).
+      type: str
+    hypervisor:
+      description: Host the VM is on.
+      type: str
+    state:
+      description: Power state.
+      type: str
+    vcpus:
+      description: Virtual CPUs.
+      type: int
+    memory_mb:
+      description: Memory in MiB.
+      type: int
+    tags:
+      description: Tags stored with the VM.
+      type: list
+      elements: str
+provider_errors:
+  description: Providers that failed, with the error, when O(on_provider_error=warn).
+  returned: always
+  type: list
+  elements: dict
+"""
+
+from ansible_collections.resilient.virt.plugins.module_utils.module_base import ResilientModule
+from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, NotFound, VirtError
+
+
+def matches(vm, filters):
+    """True when ``vm`` passes every filter that is set."""
+    if filters.get("state") and vm.get("state") != filters["state"]:
+        return False
+    if filters.get("hypervisor") and vm.get("hypervisor") != filters["hypervisor"]:
+        return False
+    return set(filters.get("tags") or ()).issubset(vm.get("tags") or ())
+
+
+class VmInfoModule(ResilientModule):
+    argument_spec = dict(
+        name=dict(type="str"),
+        all_providers=dict(type="bool", default=False),
+        filters=dict(
+            type="dict",
+            options=dict(state=dict(type="str"), tags=dict(type="list", elements="str"), hypervisor=dict(type="str")),
+        ),
+        on_provider_error=dict(type="str", default="fail", choices=["fail", "warn"]),
+    )
+    def _references(self):
+        if not self.params["all_providers"]:
+            return [None]
+        catalog = self.params.get("providers") or {}
+        if self.params.get("provider") is not None:
+            raise InvalidSpec("set either provider or all_providers=true, not both")
+        if not catalog:
+            raise InvalidSpec("all_providers=true needs named providers in 'providers'")
+        return sorted(catalog)
+
+    def _list(self, reference):
+        provider = self.open_provider(reference)
+        if self.params["name"]:
+            try:
+                found = [provider.describe(self.params["name"])]
+            except NotFound:
+                found = []
+        else:
+            found = provider.list_vms()
+        return [dict(vm, provider=provider.key) for vm in found]
+
+    def run(self):
+        filters = self.params.get("filters") or {}
+        vms, errors = [], []
+        for reference in self._references():
+            try:
+                vms.extend(vm for vm in self._list(reference) if matches(vm, filters))
+            except VirtError as err:
+                if self.params["on_provider_error"] == "fail":
+                    raise
+                errors.append(dict(provider=reference, error=err.to_dict()))
+                self.warnings.append("provider %s failed: %s: %s" % (reference, err.type, err.message))
+        vms.sort(key=lambda vm: (vm.get("provider") or "", vm.get("name") or ""))
+        return dict(changed=False, vms=vms, provider_errors=errors)
+
+
+def main():
+    VmInfoModule.main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""Policy: the order of checks per attempt, retries, look-before-retry, timeouts and hooks."""
+import threading
+import time
+
+import pytest
+
+from ansible_collections.resilient.virt.plugins.module_utils.circuit_breaker import (
+    CircuitBreaker)
+from ansible_collections.resilient.virt.plugins.module_utils.config import resolve_settings
+from ansible_collections.resilient.virt.plugins.module_utils.errors import (
+    BreakerOpen, Internal, NotFound, RateLimit, Timeout, Unavailable, VirtError)
+from ansible_collections.resilient.virt.plugins.module_utils.policy import Policy
+from ansible_collections.resilient.virt.plugins.module_utils.rate_limit import RateLimiter
+
+FAST = {"base_delay": "1ms", "max_delay": "5ms"}
+
+
+def _policy(store, key="lab:1", hooks=None, **option):
+    return Policy(store, key, resolve_settings(dict(FAST, **option), environ={}), hooks=hooks)
+
+
+class Flaky:
+    """Raises the given errors in turn, then returns ``result``; counts calls."""
+
+    def __init__(self, *errors, result="ok"):
+        self.errors = list(errors)
+        self.result = result
+        self.calls = 0
+
+    def __call__(self):
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return self.result
+
+
+def test_success_passes_through_breaker_and_limiter(store):
+    policy = _policy(store, rate_limit_qps=1000)
+    assert policy.call(lambda: 42) == 42
+    assert isinstance(policy.breaker, CircuitBreaker) and policy.breaker.name == "lab:1"
+    assert isinstance(policy.limiter, RateLimiter) and policy.limiter.key == "lab:1"
+    assert policy.breaker.snapshot()["successes_total"] == 1
+    assert store.get("ratelimit", "lab:1") is not None
+
+
+def test_retryable_failures_are_retried_and_counted(store):
+    policy = _policy(store)
+    fn = Flaky(Unavailable("down"), ConnectionResetError("reset"))
+    assert policy.call(fn) == "ok"
+    snap = policy.breaker.snapshot()
+    assert fn.calls == 3
+    assert (snap["failures_total"], snap["successes_total"], snap["consecutive_failures"]) == (
+        2, 1, 0)
+
+
+def test_non_retryable_error_fails_at_once(store):
+    policy = _policy(store)
+    fn = Flaky(NotFound("no vm web1"))
+    with pytest.raises(NotFound) as info:
+        policy.call(fn)
+    assert fn.calls == 1 and info.value.details["attempts"] == 1
+    assert policy.breaker.snapshot()["successes_total"] == 1
+
+
+def test_attempts_exhausted_raise_the_last_classified_error(store):
+    policy = _policy(store, max_attempts=3, failure_threshold=10)
+    fn = Flaky(*[ConnectionRefusedError("refused")] * 5)
+    with pytest.raises(Unavailable) as info:
+        policy.call(fn)
+    assert fn.calls == 3 and info.value.details["attempts"] == 3
+    assert isinstance(info.value.cause, ConnectionRefusedError)
+    assert policy.breaker.snapshot()["failures_total"] == 3
+
+
+def test_open_breaker_fails_fast_without_calling(store):
+    policy = _policy(store)
+    policy.breaker.force_open()
+    fn = Flaky()
+    with pytest.raises(BreakerOpen) as info:
+        policy.call(fn)
+    assert fn.calls == 0 and info.value.details["attempts"] == 1
+    assert policy.breaker.snapshot()["rejected_total"] == 1
+
+
+def test_breaker_opening_mid_call_stops_the_retries(store):
+    policy = _policy(store, failure_threshold=2, max_attempts=5)
+    fn = Flaky(*[Unavailable("down")] * 5)
+    with pytest.raises(BreakerOpen):
+        policy.call(fn)
+    assert fn.calls == 2
+
+
+def test_look_prevents_doing_the_work_twice(store):
+    """The work succeeds but its answer is lost; look sees it done and the work is not redone."""
+    policy = _policy(store, max_attempts=5)
+    created = []
+    looks = []
+
+    def create():
+        created.append("web1")
+        raise Unavailable("connection reset after the request was sent")
+
+    def look():
+        looks.append(len(created))
+        return ("web1" in created, {"name": "web1"})
+
+    assert policy.call(create, op_class="mutating", name="create", look=look) == {"name": "web1"}
+    assert created == ["web1"]
+    assert looks == [1]  # not before the first attempt, once before the second
+
+
+def test_look_not_done_lets_the_attempt_run(store):
+    policy = _policy(store)
+    fn = Flaky(Unavailable("down"), result="created")
+    looks = []
+    result = policy.call(fn, op_class="mutating", look=lambda: looks.append(1) or (False, None))
+    assert result == "created" and fn.calls == 2 and looks == [1]
+
+
+def test_hung_call_times_out_and_counts_against_the_breaker(store):
+    policy = _policy(store, timeout_describe="200ms", max_attempts=2)  # no overall deadline
+    release = threading.Event()
+    started = time.monotonic()
+    with pytest.raises(Timeout, match="describe web1 did not answer within 0.2s"):
+        policy.call(lambda: release.wait(30), name="describe web1")
+    release.set()
+    assert time.monotonic() - started < 0.4 + 2
+    assert policy.breaker.snapshot()["failures_total"] == 2
+
+
+def test_local_deadline_cut_gives_no_verdict(store):
+    policy = _policy(store, deadline="300ms", timeout_describe="10s", half_open_max_calls=1)
+    release = threading.Event()
+    started = time.monotonic()
+    with pytest.raises(Timeout):
+        policy.call(lambda: release.wait(30))
+    release.set()
+    assert time.monotonic() - started < 0.3 + 2
+    snap = policy.breaker.snapshot()
+    assert (snap["failures_total"], snap["successes_total"]) == (0, 0)
+
+
+def test_local_deadline_cut_frees_a_probe_slot(store):
+    policy = _policy(store, deadline="300ms", timeout_describe="10s", reset_timeout="100ms",
+                     max_attempts=1)
+    policy.breaker.force_open()
+    time.sleep(0.15)
+    release = threading.Event()
+    with pytest.raises(Timeout):
+        policy.call(lambda: release.wait(30))
+    release.set()
+    snap = policy.breaker.snapshot()
+    assert (snap["state"], snap["probes_in_flight"]) == ("half_open", 0)
+    assert policy.call(lambda: "probe ok") == "probe ok"
+    assert policy.breaker.snapshot()["state"] == "closed"
+
+
+def test_rate_limit_wait_beyond_the_deadline_raises_rate_limit(store):
+    policy = _policy(store, rate_limit_qps=1, rate_limit_burst=1, deadline="200ms",
+                     retry_preset="none")
+    assert policy.call(lambda: 1) == 1
+    fn = Flaky()
+    with pytest.raises(RateLimit) as info:
+        policy.call(fn)
+    assert fn.calls == 0 and info.value.retry_after > 0.5
+
+
+def test_hooks_classify_observe_and_see_retries(store):
+    class ProviderDown(Exception):
+        pass
+
+    events = []
+
+    class Hooks:
+        def classify(self, exc):
+            return Unavailable("provider says: %s" % exc) if isinstance(exc, ProviderDown) else None
+
+        def on_retry(self, attempt, error, delay):
+            events.append(("retry", attempt.number, error.type))
+
+        def after_attempt(self, attempt, outcome, error, duration):
+            events.append((outcome, attempt.number, error and error.type))
+            assert duration >= 0
+
+    policy = _policy(store, hooks=Hooks(), timeout_describe="200ms")
+    fn = Flaky(ProviderDown("busy"), result="fine")
+    assert policy.call(fn) == "fine"
+    assert events == [("error", 1, "Unavailable"), ("retry", 1, "Unavailable"), ("ok", 2, None)]
+    del events[:]
+    release = threading.Event()
+    with pytest.raises(Timeout):
+        _policy(store, key="lab:2", hooks=Hooks(), timeout_describe="100ms",
+                max_attempts=1).call(lambda: release.wait(30))
+    release.set()
+    assert events == [("timeout", 1, "Timeout")]
+
+
+def test_unknown_exception_is_internal_and_not_retried(store):
+    policy = _policy(store)
+    fn = Flaky(KeyError("bug"))
+    with pytest.raises(Internal) as info:
+        policy.call(fn)
+    assert fn.calls == 1 and isinstance(info.value.cause, KeyError)
+    assert isinstance(info.value, VirtError)
+
+
+def test_without_deadline_every_attempt_gets_its_full_timeout(store):
+    policy = _policy(store, timeout_describe="150ms", max_attempts=3, failure_threshold=10)
+    calls = []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.5)
+
+    with pytest.raises(Timeout, match="within 0.15s"):
+        policy.call(slow)
+    assert len(calls) == 3
+    assert policy.breaker.snapshot()["failures_total"] == 3
+
+
+def test_unknown_operation_class(store):
+    with pytest.raises(ValueError, match="operation class"):
+        _policy(store).call(lambda: 1, op_class="bogus")

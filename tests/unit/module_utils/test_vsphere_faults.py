@@ -1,0 +1,69 @@
+"""pyVmomi faults (real fault objects) and vSphere endpoint failures map into the taxonomy."""
+import http.client
+
+import pytest
+
+from ansible_collections.resilient.virt.plugins.module_utils.errors import (
+    Conflict, InvalidSpec, NotFound, NotSupported, QuotaExceeded, Timeout, Unauthorized,
+    Unavailable)
+from ansible_collections.resilient.virt.plugins.module_utils.providers.vsphere_faults import (
+    classify_fault)
+
+pyVmomi = pytest.importorskip("pyVmomi")
+vim, vmodl = pyVmomi.vim, pyVmomi.vmodl
+
+
+@pytest.mark.parametrize("fault, kind", [
+    (lambda: vim.fault.InvalidLogin(msg="Login failure"), Unauthorized),
+    (lambda: vim.fault.NoPermission(), Unauthorized),
+    (lambda: vim.fault.NotAuthenticated(), Unavailable),
+    (lambda: vmodl.fault.ManagedObjectNotFound(), NotFound),
+    (lambda: vim.fault.NotFound(), NotFound),
+    (lambda: vim.fault.DuplicateName(name="web1"), Conflict),
+    (lambda: vim.fault.AlreadyExists(), Conflict),
+    (lambda: vim.fault.InvalidPowerState(existingState="poweredOn"), Conflict),
+    (lambda: vim.fault.TaskInProgress(), Conflict),
+    (lambda: vmodl.fault.InvalidArgument(invalidProperty="spec.numCPUs"), InvalidSpec),
+    (lambda: vmodl.fault.InvalidRequest(), InvalidSpec),
+    (lambda: vim.fault.InvalidName(name="a/b"), InvalidSpec),
+    (lambda: vmodl.fault.NotSupported(), NotSupported),
+    (lambda: vim.fault.InsufficientMemoryResourcesFault(), QuotaExceeded),
+    (lambda: vim.fault.HostConnectFault(), Unavailable),
+    (lambda: vmodl.fault.HostNotConnected(), Unavailable),
+    (lambda: vim.fault.Timedout(), Timeout),
+])
+def test_faults(fault, kind):
+    exc = fault()
+    err = classify_fault(exc)
+    assert type(err) is kind
+    assert err.cause is exc
+    assert err.details["fault"] == type(exc).__name__
+
+
+def test_message_shows_fault_details_and_hint():
+    err = classify_fault(vmodl.fault.InvalidArgument(invalidProperty="spec.numCPUs"))
+    assert "InvalidArgument" in err.message and "spec.numCPUs" in err.message
+    err = classify_fault(vim.fault.InvalidLogin(msg="Login failure"))
+    assert "provider.password" in err.message
+    err = classify_fault(vim.fault.NotAuthenticated())
+    assert "role" not in err.message  # the NoPermission hint is not inherited
+
+
+def test_session_objects_are_not_shown():
+    view = vim.view.ContainerView("session[52ab-secret-key]52cd")
+    err = classify_fault(vmodl.fault.ManagedObjectNotFound(obj=view))
+    assert "52ab-secret-key" not in err.message
+
+
+def test_http_and_connection_failures():
+    assert isinstance(classify_fault(http.client.HTTPException("503 Service Unavailable")),
+                      Unavailable)
+    assert isinstance(classify_fault(http.client.HTTPException("401 Unauthorized")),
+                      Unauthorized)
+    err = classify_fault(Exception("vc:443 is down or is not a VIM server"))
+    assert isinstance(err, Unavailable) and err.retryable
+
+
+def test_other_exceptions_are_left_to_the_standard_classifier():
+    assert classify_fault(ValueError("x")) is None
+    assert classify_fault(vim.fault.VimFault()) is None  # unlisted fault: Internal later
