@@ -6,6 +6,9 @@ LAB_DIR ?= $(CURDIR)/lab/run
 LAB_COUNT ?= 3
 COLLECTIONS := $(CURDIR)/.build/collections
 SANITY_DIR := $(CURDIR)/.build/sanity/ansible_collections/resilient/virt
+# ansible-test fetches get-pip.py from a host outside the package index; it uses a cached copy
+# when there is one, so the sanity target puts tests/sanity/bootstrap_pip.py there.
+GET_PIP_CACHE = $(HOME)/.ansible/test/cache/get_pip_$(shell $(PYTHON) -c "import os,re,ansible_test as t; print(re.search(r\"pip='([0-9.]+)'\", open(os.path.join(os.path.dirname(t.__file__), '_internal', 'python_requirements.py')).read()).group(1).replace('.', '_'))").py
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export ANSIBLE_LOCALHOST_WARNING := false
 export ANSIBLE_INVENTORY_UNPARSED_WARNING := false
@@ -24,7 +27,10 @@ help:
 deps:
 	bash lab/install-deps.sh
 	$(PYTHON) -m pip install -q --disable-pip-version-check --root-user-action=ignore -r requirements.txt -r tests/requirements.txt
-	$(PYTHON) -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps --no-build-isolation tests/fixtures/thirdparty_provider
+	@# the example third-party backend, installed from a copy so no build files land in the tree
+	tmp=$$(mktemp -d) && cp -r tests/fixtures/thirdparty_provider $$tmp/ && \
+	  $(PYTHON) -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps $$tmp/thirdparty_provider; \
+	  status=$$?; rm -rf $$tmp; exit $$status
 
 link:
 	@mkdir -p $(COLLECTIONS)/ansible_collections/resilient
@@ -43,7 +49,8 @@ integration: link
 sanity: link
 	rm -rf $(SANITY_DIR) && mkdir -p $(SANITY_DIR)
 	git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C $(SANITY_DIR)
-	cd $(SANITY_DIR) && ansible-test sanity --venv --requirements --python 3.11 --color no
+	install -D -m 0644 tests/sanity/bootstrap_pip.py $(GET_PIP_CACHE)
+	cd $(SANITY_DIR) && git init -q && git add -A && ansible-test sanity --venv --requirements --python 3.11 --color no
 
 bench: deps link lab-up
 	$(PYTHON) bench/run.py --lab-dir $(LAB_DIR)

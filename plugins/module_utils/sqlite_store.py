@@ -2,11 +2,12 @@
 
 Each process keeps one connection per database file (a forked child opens its own: SQLite
 connections must not cross ``fork``). The database runs in WAL mode with
-``synchronous=NORMAL``: a crash or SIGKILL can lose at most the last commits, never leave the
-file inconsistent. :meth:`SQLiteStore.update` runs inside ``BEGIN IMMEDIATE``, so concurrent
-writers queue on the busy timeout instead of failing. The file and its ``-wal``/``-shm``
-companions are created mode 0600, a missing directory 0700. Values are JSON text; the ``meta``
-table holds ``schema_version`` so the layout can evolve.
+``synchronous=NORMAL``: a killed process loses nothing it committed, a power cut may lose the
+last commits, and neither leaves the file inconsistent. :meth:`SQLiteStore.update` runs inside
+``BEGIN IMMEDIATE``, so concurrent writers queue (up to ``BUSY_TIMEOUT`` seconds, then
+Unavailable) instead of failing. The file and its ``-wal``/``-shm`` companions are created mode
+0600, missing directories 0700. Values are JSON text; the ``meta`` table holds
+``schema_version`` so the layout can evolve.
 """
 import json
 import os

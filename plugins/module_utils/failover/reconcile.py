@@ -103,8 +103,8 @@ class _Cycle:
         self._revalidate()
         self._drop_empty()
         self._assign()
-        self.result.changed = sorted(n for n in self.changed
-                                     if n in self.work and n not in set(self.result.created))
+        created = set(self.result.created)
+        self.result.changed = sorted(n for n in self.changed if n in self.work and n not in created)
         self.result.reservations = [self.work[n] for n in sorted(self.work)]
         return self.result
 
@@ -121,8 +121,8 @@ class _Cycle:
         self.result.removals.extend(removals)
 
     def _drop_stale(self):
-        self._apply_removals(stale_allocations(self.work.values(), {u: v.host for u, v in
-                                                                    self.vms.items()}, self.hosts))
+        listed = {uuid: vm.host for uuid, vm in self.vms.items()}
+        self._apply_removals(stale_allocations(self.work.values(), listed, self.hosts))
 
     def _drop_ineligible(self):
         self._apply_removals(remove_ineligible(self.graph, list(self.work), self.hosts))

@@ -72,7 +72,7 @@ def _to_int(value):
     try:
         return int(value)
     except ValueError:
-        raise ValueError("must be an integer")
+        raise ValueError("must be an integer") from None
 
 
 def _to_bool(value):
@@ -108,9 +108,9 @@ def config_errors(options, config, type_name):
         if value is None:
             continue
         if option is None:
+            known = ", ".join(sorted(options))
             errors.append({"path": path, "message": "%s is not an option of the %s provider "
-                           "(a typo?); known options: %s" % (path, type_name,
-                                                            ", ".join(sorted(options)))})
+                           "(a typo?); known options: %s" % (path, type_name, known)})
             continue
         try:
             clean[key] = option.convert(value, path)

@@ -164,12 +164,12 @@ class GuardedProvider:
             try:
                 return self.provider.power(**arguments)
             except Timeout as exc:  # raised by the backend itself: the guest is still running
-                raise _GuestTimeout(exc)
+                raise _GuestTimeout(exc) from exc
 
         try:
             return self._guard("power", "mutating", shutdown, arguments, look)
         except _GuestTimeout as err:
-            raise err.timeout
+            raise err.timeout from None
 
     def reconfigure(self, name, vcpus=None, memory_mb=None):
         def done(vm):

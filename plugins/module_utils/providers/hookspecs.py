@@ -17,12 +17,21 @@ How plugins are found (see ``registry.py``):
 
 Arguments are passed by name: an implementation may accept any subset of them.
 """
-import pluggy
+try:
+    import pluggy
+except ImportError:  # registry.plugin_manager() reports it when a provider is opened
+    pluggy = None
 
 PROJECT = "resilient_virt"
 
-hookspec = pluggy.HookspecMarker(PROJECT)
-hookimpl = pluggy.HookimplMarker(PROJECT)
+
+def _unmarked(function=None, **_options):
+    """Stand-in for pluggy's markers when pluggy is missing: leaves functions unchanged."""
+    return _unmarked if function is None else function
+
+
+hookspec = pluggy.HookspecMarker(PROJECT) if pluggy else _unmarked
+hookimpl = pluggy.HookimplMarker(PROJECT) if pluggy else _unmarked
 
 
 @hookspec
@@ -54,12 +63,13 @@ def resilient_virt_classify_error(provider, exc):
 def resilient_virt_before_call(provider, operation, arguments):
     """Called before every attempt of a provider operation, inside the attempt.
 
-    ``operation`` is the method name (``describe``, ``create``, ``power``...), ``arguments`` a
-    dict of its arguments (for example ``{"name": "web1", "action": "on"}``); do not modify it.
-    The return value is ignored. An implementation may raise to inject a fault: the exception is
-    handled exactly like a failure of the provider call itself (classified, counted by the
-    circuit breaker, retried when retryable) and the provider is not called for this attempt.
-    All implementations are called (not firstresult).
+    ``operation`` is the method name (``describe``, ``create``, ``power``..., or
+    ``hold_capacity``/``release_capacity``), ``arguments`` a dict of its arguments (for example
+    ``{"name": "web1", "action": "on", "timeout": None}``); do not modify it. The return value
+    is ignored. An implementation may raise to inject a fault: the exception is handled exactly
+    like a failure of the provider call itself (classified, counted by the circuit breaker,
+    retried when retryable) and the provider is not called for this attempt. All
+    implementations are called (not firstresult).
     """
 
 
@@ -69,8 +79,9 @@ def resilient_virt_after_call(provider, operation, arguments, outcome, error, du
 
     ``outcome`` is ``"ok"``, ``"error"`` (``error`` is then the classified ``VirtError``) or
     ``"timeout"`` (the attempt did not answer within its time limit and was abandoned; ``error``
-    is the ``Timeout``; reported when the next attempt starts or the operation ends).
-    ``duration`` is the attempt's wall time in seconds. The return value is ignored and
+    is the ``Timeout``). ``duration`` is the attempt's wall time in seconds. A retry answered by
+    the look-before-retry (the earlier attempt had done the work) is reported too, although no
+    ``resilient_virt_before_call`` preceded it. The return value is ignored and
     exceptions raised here are ignored too, so an observer cannot change the result of an
     operation. All implementations are called (not firstresult).
     """

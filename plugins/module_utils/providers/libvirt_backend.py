@@ -7,14 +7,14 @@ made through GuardedProvider, whose time limit abandons a call to a hung daemon;
 connection of an abandoned call is never used or closed again (closing it would wait on the
 hung daemon), and ``close()`` itself gives up after a few seconds.
 
-libvirt is synchronous (no task ids), so ``task_status`` is not a capability; neither is
-``migrate``.
+The host is reported as one hypervisor named by ``provider.name`` (else the host name), in
+availability zone ``provider.az``, with ``provider.traits``. libvirt is synchronous (no task
+ids), so ``task_status`` is not a capability; neither is ``migrate``.
 """
 import re
 import sys
 import threading
 import time
-import uuid as uuidlib
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, Internal, InvalidSpec, NotFound, NotSupported, Timeout, Unauthorized, Unavailable,
@@ -200,14 +200,14 @@ class LibvirtProvider(Provider):
             return conn.lookupByName(name)
         except Exception as exc:
             if _is(exc, "NO_DOMAIN"):
-                raise NotFound("VM %r not found on %s" % (name, self.key), cause=exc)
+                raise NotFound("VM %r not found on %s" % (name, self.key), cause=exc) from exc
             raise
 
     def _vm(self, conn, dom):
         fields = parse_domain_xml(dom.XMLDesc(0))
-        name = fields.pop("name")
-        return new_vm(self, name, hypervisor=self._hypervisor(conn),
-                      state=_STATES.get(dom.state()[0], "unknown"), **fields)
+        fields.update(hypervisor=self._hypervisor(conn),
+                      state=_STATES.get(dom.state()[0], "unknown"))
+        return new_vm(self, **fields)
 
     # -- operations ---------------------------------------------------------------------------
     def validate(self):
@@ -264,6 +264,8 @@ class LibvirtProvider(Provider):
             pass
         else:
             raise Conflict("VM %r already exists on %s" % (spec["name"], self.key))
+        import uuid as uuidlib
+
         uuid = str(uuidlib.uuid4())
         volumes = self._create_volumes(conn, spec, uuid)
         try:
@@ -284,7 +286,7 @@ class LibvirtProvider(Provider):
                        "create the volume; create the pool or set provider.storage_pool to an "
                        "existing one" % (name, self.key, index))
             raise InvalidSpec("provider.storage_pool: " + message, cause=exc, details={
-                "errors": [{"path": "provider.storage_pool", "message": message}]})
+                "errors": [{"path": "provider.storage_pool", "message": message}]}) from exc
         if not pool.isActive():
             raise Conflict("storage pool %r on %s is not active; start it (virsh pool-start %s)"
                            % (name, self.key, name))

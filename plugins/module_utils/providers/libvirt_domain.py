@@ -121,12 +121,10 @@ def _strings(value, parts):
     elif isinstance(value, dict):
         for key, item in value.items():
             yield parts + [key], str(key)
-            for found in _strings(item, parts + [key]):
-                yield found
+            yield from _strings(item, parts + [key])
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            for found in _strings(item, parts + [index]):
-                yield found
+            yield from _strings(item, parts + [index])
 
 
 def _semantic_errors(spec):

@@ -21,7 +21,6 @@ __all__ = ("BUILTIN_BACKENDS", "ENTRY_POINT_GROUP", "PLUGINS_ENV", "plugin_manag
            "provider_class", "provider_key", "open_provider", "installed_entry_points")
 
 
-
 def _libvirt_backend():
     from ansible_collections.resilient.virt.plugins.module_utils.providers import libvirt_backend
     return libvirt_backend
@@ -40,7 +39,7 @@ PLUGINS_ENV = "RESILIENT_VIRT_PLUGINS"
 
 def _load_object(reference):
     """``package.module`` or ``package.module:attr.path`` -> the object."""
-    module_name, _, attr = reference.partition(":")
+    module_name, _colon, attr = reference.partition(":")
     target = importlib.import_module(module_name.strip())
     for part in filter(None, attr.strip().split(".")):
         target = getattr(target, part)
@@ -49,7 +48,11 @@ def _load_object(reference):
 
 def plugin_manager(plugins=(), environ=None):
     """A PluginManager with the hookspecs, ``plugins`` and the plugins of PLUGINS_ENV."""
-    import pluggy
+    try:
+        import pluggy
+    except ImportError as exc:
+        raise Internal("the Python library pluggy is needed to use providers; install it on the "
+                       "managed node (pip install pluggy)", cause=exc) from exc
 
     from ansible_collections.resilient.virt.plugins.module_utils.providers import hookspecs
 
@@ -63,7 +66,8 @@ def plugin_manager(plugins=(), environ=None):
             plugin = _load_object(reference)
         except (ImportError, AttributeError) as exc:
             raise InvalidSpec("%s: cannot load plugin %r (%s: %s); fix or remove it"
-                              % (PLUGINS_ENV, reference, type(exc).__name__, exc), cause=exc)
+                              % (PLUGINS_ENV, reference, type(exc).__name__, exc),
+                              cause=exc) from exc
         _register(manager, plugin)
     return manager
 
@@ -101,7 +105,7 @@ def _load_plugins(manager, type_name):
         except Exception as exc:
             raise Internal("provider plugin %s (entry point %s = %s) failed to load: %s: %s"
                            % (_entry_point_label(entry_point), ENTRY_POINT_GROUP,
-                              entry_point.value, type(exc).__name__, exc), cause=exc)
+                              entry_point.value, type(exc).__name__, exc), cause=exc) from exc
         _register(manager, plugin)
     return entry_points
 

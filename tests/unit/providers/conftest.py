@@ -1,4 +1,4 @@
-"""Fixtures for provider tests: a SQLite state store in tmp_path, a libvirt test:///default config."""
+"""Provider test fixtures: a SQLite state store in tmp_path, a test:///default libvirt config."""
 import pytest
 
 from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store

@@ -42,7 +42,8 @@ class Recorder:
 class FaultInjector:
     """Fault-injection plugin: the first ``count`` attempts of ``operation`` fail."""
 
-    def __init__(self, operation, count, exc_factory=lambda: ConnectionRefusedError(111, "refused")):
+    def __init__(self, operation, count,
+                 exc_factory=lambda: ConnectionRefusedError(111, "refused")):
         self.operation, self.count, self.exc_factory = operation, count, exc_factory
 
     @hookimpl
@@ -190,13 +191,13 @@ def test_the_breaker_opens_and_then_no_attempt_is_made(libvirt_config, store):
     provider = LibvirtProvider(libvirt_config)
     guarded = guard(provider, store, [FaultInjector("validate", 10), recorder],
                     max_attempts=1, failure_threshold=2)
-    for _ in range(2):
+    for _attempt in range(2):
         with pytest.raises(Unavailable):
             guarded.validate()
     with pytest.raises(BreakerOpen):
         guarded.validate()
     assert len(recorder.before) == 2 and guarded.policy.breaker.snapshot()["state"] == "open"
-    assert guarded.key == "libvirt:unit" and guarded.policy.breaker.snapshot()["name"] == "libvirt:unit"
+    assert guarded.key == guarded.policy.breaker.snapshot()["name"] == "libvirt:unit"
     provider.close()
 
 
