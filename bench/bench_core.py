@@ -66,11 +66,11 @@ def _percentiles(samples):
 
 def _time_calls(fn, calls):
     """(median, p95) in milliseconds of ``fn()`` over ``calls`` calls after a warm-up."""
-    for _ in range(max(50, calls // 10)):
+    for dummy in range(max(50, calls // 10)):
         fn()
     samples = []
     clock = time.perf_counter
-    for _ in range(calls):
+    for dummy in range(calls):
         started = clock()
         fn()
         samples.append((clock() - started) * 1000.0)
@@ -94,12 +94,11 @@ def _store_cases(store):
         breaker.on_success(breaker.before_call())
 
     def store_update():
-        store.update("bench", "counter", lambda cur, now: ({"n": (cur or {"n": 0})["n"] + 1},
-                                                          None))
+        store.update("bench", "counter", lambda cur, now: ({"n": (cur or {"n": 0})["n"] + 1}, None))
 
     return [("guarded call (Policy.call: rate limit + breaker)", guarded),
             ("bare breaker (before_call + on_success)", bare_breaker),
-            ("bare limiter (acquire)", lambda: limiter.acquire()),
+            ("bare limiter (acquire)", limiter.acquire),
             ("one StateStore.update", store_update)]
 
 
@@ -116,7 +115,7 @@ class _Redis:
              "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL)
         self.url = "redis://127.0.0.1:%d/0" % self.port
-        for _ in range(200):
+        for dummy in range(200):
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
                 return
@@ -150,7 +149,7 @@ def measure_import(runs):
     basic, core = [], []
     empty = tempfile.mkdtemp(prefix="bench-pyc-")  # no cached bytecode: compiled like AnsiballZ
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONPYCACHEPREFIX=empty)
-    for _ in range(runs):
+    for dummy in range(runs):
         out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                              text=True, env=env)
         b, c = (float(x) for x in out.stdout.split())
@@ -161,7 +160,7 @@ def measure_import(runs):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--calls", type=int, default=3000, help="timed calls per case")
     parser.add_argument("--runs", type=int, default=15, help="fresh interpreters for imports")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")

@@ -79,7 +79,7 @@ def make_fleet(vm_count, host_count, seed):
 def _timed(repeat, fn):
     """(best seconds over ``repeat`` runs, result of the last run)."""
     best, result = None, None
-    for _ in range(repeat):
+    for dummy in range(repeat):
         start = time.perf_counter()
         result = fn()
         took = time.perf_counter() - start
@@ -127,7 +127,7 @@ def table(rows):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--quick", action="store_true", help="small fleets only")
     parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     parser.add_argument("--seed", type=int, default=7)

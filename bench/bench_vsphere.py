@@ -60,7 +60,7 @@ def timed(fn, rounds):
     """Milliseconds of each of ``rounds`` calls of ``fn`` (after one warm-up call)."""
     fn()
     out = []
-    for _ in range(rounds):
+    for dummy in range(rounds):
         start = time.perf_counter()
         fn()
         out.append((time.perf_counter() - start) * 1000.0)
@@ -219,8 +219,7 @@ def main(argv=None):
     print("| operation | how | median ms | p95 ms |")
     print("|---|---|---:|---:|")
     for row in rows:
-        print("| %s | %s | %.2f | %.2f |" % (row["operation"], row["how"], row["median_ms"],
-                                            row["p95_ms"]))
+        print("| %s | %s | %.2f | %.2f |" % (row["operation"], row["how"], row["median_ms"], row["p95_ms"]))
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(rows, handle, indent=2)

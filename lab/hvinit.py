@@ -43,7 +43,7 @@ def reap():
     """Reap every exited child; return False once no child is left."""
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return False
         if pid == 0:

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Local lab of real libvirt hypervisors: virtlogd + libvirtd pairs in private mount namespaces.
 
 Every hypervisor ``hvN`` lives in ``<run-dir>/hvN`` with its own ``run``, ``etc``, ``lib``, ``log``
@@ -27,6 +27,7 @@ DEFAULT_RUN_DIR = os.path.join(REPO_ROOT, "lab", "run")
 RUN_DIR_ENV = "RESILIENT_VIRT_LAB_DIR"
 DEFAULT_COUNT = 3
 AZ_COUNT = 2
+CPU_ALLOCATION_RATIO = 8  # lab hypervisors share this machine's few cores; guests are tiny
 UP_TIMEOUT = 120.0
 KILL_GRACE = 5.0
 DAEMON_GRACE = 10.0  # seconds for a just-started daemon to write its pid file
@@ -243,7 +244,7 @@ class Hypervisor:
             raise LabError(
                 "socket path %s is %d characters, above the %d that Unix sockets allow: "
                 "choose a shorter --run-dir" % (self.socket, len(self.socket), SOCKET_PATH_MAX))
-        for _, sub in MOUNTS:
+        for mount_point, sub in MOUNTS:
             os.makedirs(self.path(sub), exist_ok=True)
         os.makedirs(self.path("log", "qemu"), exist_ok=True)
         etc = self.path("etc")
@@ -274,7 +275,7 @@ class Hypervisor:
         holder = pids["libvirtd"] or pids["virtlogd"]
         if holder is None:
             _clear_dir(self.path("run"))  # like /run after a reboot: no stale sockets or pids
-            args = [self.path(sub) for _, sub in MOUNTS] + [sys.executable, HVINIT]
+            args = [self.path(sub) for mount_point, sub in MOUNTS] + [sys.executable, HVINIT]
             cmds = [["unshare", "-m", "--propagation", "private",
                      "sh", "-c", NEW_NAMESPACE_SCRIPT, "sh"] + args]
         else:  # hvinit was killed but a daemon lives on: start the other one in its namespace
@@ -358,7 +359,8 @@ def _yaml_lines(mapping, indent=0):
 
 def provider_config(hv):
     """The ``provider`` dict modules take for this hypervisor."""
-    return {"type": "libvirt", "name": hv.name, "uri": hv.uri}
+    return {"type": "libvirt", "name": hv.name, "uri": hv.uri, "az": hv.az,
+            "cpu_allocation_ratio": CPU_ALLOCATION_RATIO}
 
 
 def _vcsim():
@@ -455,7 +457,7 @@ class Lab:
             return self._up(count, timeout, vsphere)
 
     def _up(self, count, timeout, vsphere):
-        for mount_point, _ in MOUNTS:
+        for mount_point, sub in MOUNTS:
             os.makedirs(mount_point, exist_ok=True)  # bind targets (normally made by the packages)
         wanted = [Hypervisor(self.run_dir, "hv%d" % i) for i in range(1, count + 1)]
         started, errors = [], {}
@@ -624,7 +626,7 @@ def _print_status(rows):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="lab.py", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="lab.py", description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--run-dir", help="lab directory (default: $%s or %s)"
                         % (RUN_DIR_ENV, os.path.relpath(DEFAULT_RUN_DIR, REPO_ROOT)))
     sub = parser.add_subparsers(dest="command", required=True)

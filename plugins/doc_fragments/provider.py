@@ -25,7 +25,7 @@ options:
     type: raw
   providers:
     description:
-      - Named provider dicts, so a play can set them once with O(module_defaults) and tasks refer
+      - Named provider dicts, so a play can set them once with C(module_defaults) and tasks refer
         to one by name in O(provider).
     type: dict
 """

@@ -25,7 +25,7 @@ options:
       - Retry, circuit breaker, rate limit and timeout settings for every provider call of the task.
       - Each key falls back to its environment variable, then to the retry preset, then to the
         built-in default. Durations accept seconds as a number or strings such as C(100ms), C(30s), C(4m).
-      - Settable once for all modules through O(module_defaults) with the C(group/resilient.virt.all) action group.
+      - Settable once for all modules through C(module_defaults) with the C(group/resilient.virt.all) action group.
     type: dict
     suboptions:
       retry_preset:

@@ -59,8 +59,7 @@ SETTINGS = (
        option="state_store"),
     _s("retry_preset", "RETRY_PRESET", "default", "choice", None,
        "Named retry numbers: " + "; ".join(
-           "%s (%d attempts, %gs base, %gs cap, x%g)" % (name, p["max_attempts"], p["base_delay"],
-                                                        p["max_delay"], p["multiplier"])
+           "%s (%d attempts, %gs base, %gs cap, x%g)" % (name, p["max_attempts"], p["base_delay"], p["max_delay"], p["multiplier"])
            for name, p in RETRY_PRESETS.items()) + ". Explicit retry settings override it."),
     _s("max_attempts", "RETRY_MAX_ATTEMPTS", _D["max_attempts"], "int", 1,
        "Attempts per call, the first included (1 = no retry). Default from retry_preset."),
@@ -106,6 +105,7 @@ RetrySettings = namedtuple("RetrySettings", "max_attempts base_delay max_delay m
 BreakerSettings = namedtuple("BreakerSettings",
                              "failure_threshold reset_timeout half_open_max_calls success_threshold")
 RateLimitSettings = namedtuple("RateLimitSettings", "qps burst")
+
 
 @dataclass
 class ResilienceSettings:

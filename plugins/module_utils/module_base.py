@@ -38,9 +38,6 @@ RESILIENCE_OPTIONS = dict(
 COMMON_OPTIONS = dict(
     state_store=dict(type="str"),
     resilience=dict(type="dict", options=RESILIENCE_OPTIONS),
-)
-
-PROVIDER_OPTIONS = dict(
     provider=dict(type="raw"),
     providers=dict(type="dict"),
 )
@@ -54,12 +51,10 @@ def _secret_values(value, key=""):
     """Yield every secret string inside a provider configuration."""
     if isinstance(value, dict):
         for sub_key, sub_value in value.items():
-            for secret in _secret_values(sub_value, str(sub_key).lower()):
-                yield secret
+            yield from _secret_values(sub_value, str(sub_key).lower())
     elif isinstance(value, (list, tuple)):
         for item in value:
-            for secret in _secret_values(item, key):
-                yield secret
+            yield from _secret_values(item, key)
     elif value not in (None, "") and any(marker in key for marker in SECRET_KEY_MARKERS):
         yield str(value)
 
@@ -73,12 +68,9 @@ class ResilientModule:
 
     argument_spec = {}
     module_kwargs = {}
-    uses_provider = True
 
     def __init__(self):
         spec = dict(COMMON_OPTIONS)
-        if self.uses_provider:
-            spec.update(PROVIDER_OPTIONS)
         spec.update(self.argument_spec)
         self.ansible = AnsibleModule(argument_spec=spec, supports_check_mode=True, **self.module_kwargs)
         self.params = self.ansible.params
@@ -185,8 +177,8 @@ class ResilientModule:
         module._close()
         result.setdefault("changed", False)
         facts = module._facts()
-        if facts:
-            result.setdefault("ansible_facts", {}).update(facts)
+        for key, value in facts.items():  # facts the module set itself win
+            result.setdefault("ansible_facts", {}).setdefault(key, value)
         if module.warnings:
             result["warnings"] = module.warnings
         module.ansible.exit_json(**result)

@@ -133,8 +133,8 @@ class SQLiteStore(StateStore):
         except (OSError, sqlite3.Error) as exc:
             raise InvalidSpec(
                 "state_store %s: cannot use the SQLite database (%s: %s); point state_store or "
-                "RESILIENT_VIRT_STATE_STORE at a writable file" % (self.url, type(exc).__name__,
-                                                                    exc), cause=exc)
+                "RESILIENT_VIRT_STATE_STORE at a writable file" % (self.url, type(exc).__name__, exc),
+                cause=exc)
         _CONNECTIONS[self.path] = conn
         self.closed = False
         return conn

@@ -88,7 +88,7 @@ def reconcile(provider, name, state, spec, check_mode=False, force=False, shutdo
     spec = dict((field, spec.get(field)) for field in SPEC_FIELDS if spec.get(field) is not None)
     current = describe_or_none(provider, name)
     actions = plan(current, state, spec)
-    result = dict(changed=bool(actions), actions=[verb for verb, _ in actions], before=_view(current))
+    result = dict(changed=bool(actions), actions=[verb for verb, changes in actions], before=_view(current))
     if check_mode or not actions:
         result["after"] = predict(current, actions, spec)
         result["vm"] = current

@@ -17,13 +17,14 @@ description:
   - This module lists breakers and their counters, shows one, resets one to closed, or forces one
     open (for example before maintenance of a hypervisor).
 author:
-  - resilient.virt developers
+  - resilient.virt developers (!UNKNOWN)
 options:
   name:
     description:
       - The breaker to show or change, for example C(libvirt:hv1). Breakers are named after the
         provider they guard (C(<type>:<name>)).
-      - Required when O(state) is V(reset) or V(open).
+      - Instead of O(name), O(provider) names the breaker of that provider.
+      - One of them is required when O(state) is V(reset) or V(open).
     type: str
   state:
     description:
@@ -34,6 +35,7 @@ options:
     choices: [query, reset, open]
     default: query
 extends_documentation_fragment:
+  - resilient.virt.provider
   - resilient.virt.resilience
 attributes:
   check_mode:
@@ -63,9 +65,9 @@ EXAMPLES = r"""
     resilience:
       reset_timeout: 30m
 
-- name: Let calls through again after maintenance
+- name: Let calls through again after maintenance (the breaker of a provider, by provider)
   resilient.virt.circuit_breaker:
-    name: libvirt:hv1
+    provider: {type: libvirt, name: hv1, uri: "qemu+ssh://root@hv1/system"}
     state: reset
 """
 
@@ -129,16 +131,25 @@ class CircuitBreakerModule(ResilientModule):
         name=dict(type="str"),
         state=dict(type="str", default="query", choices=["query", "reset", "open"]),
     )
-    module_kwargs = dict(required_if=[("state", "reset", ["name"]), ("state", "open", ["name"])])
-    uses_provider = False
+    module_kwargs = dict(
+        mutually_exclusive=[("name", "provider")],
+        required_if=[("state", "reset", ["name", "provider"], True), ("state", "open", ["name", "provider"], True)],
+    )
+
+    def _name(self):
+        if self.params["provider"] is None:
+            return self.params["name"]
+        from ansible_collections.resilient.virt.plugins.module_utils.providers.registry import provider_key
+
+        return provider_key(self.provider_config())
 
     def run(self):
-        from ansible_collections.resilient.virt.plugins.module_utils.circuit_breaker import breaker_from_settings
+        from ansible_collections.resilient.virt.plugins.module_utils.policy import Policy
 
-        name, state = self.params["name"], self.params["state"]
+        name, state = self._name(), self.params["state"]
         result = dict(changed=False)
         if state != "query":
-            breaker = breaker_from_settings(self.store, name, self.settings)
+            breaker = Policy(self.store, name, self.settings).breaker
             before = breaker.snapshot()
             wanted = "closed" if state == "reset" else "open"
             result["changed"] = before["state"] != wanted or (state == "reset" and before["consecutive_failures"] > 0)

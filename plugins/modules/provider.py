@@ -18,7 +18,7 @@ description:
     a play can stop early or skip that provider.
   - O(state=reset) closes the provider's circuit breaker after an outage that is known to be over.
 author:
-  - resilient.virt developers
+  - resilient.virt developers (!UNKNOWN)
 options:
   state:
     description:

@@ -19,7 +19,7 @@ description:
     rate limit, and a per-operation timeout. A retried create or delete first looks whether the
     earlier attempt already did the work, so it never creates twice.
 author:
-  - resilient.virt developers
+  - resilient.virt developers (!UNKNOWN)
 options:
   name:
     description: Name of the VM on the provider.

@@ -15,7 +15,7 @@ description:
   - Read-only; every call goes through the provider's retries, circuit breaker, rate limit and
     describe timeout.
 author:
-  - resilient.virt developers
+  - resilient.virt developers (!UNKNOWN)
 options:
   name:
     description: Describe only this VM. Without it, every VM that matches the filters is listed.
@@ -136,6 +136,7 @@ class VmInfoModule(ResilientModule):
         ),
         on_provider_error=dict(type="str", default="fail", choices=["fail", "warn"]),
     )
+
     def _references(self):
         if not self.params["all_providers"]:
             return [None]

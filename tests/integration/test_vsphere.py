@@ -295,7 +295,7 @@ def test_through_registry_and_policy(own_sim, tmp_path):
         assert guarded.power(vm["name"], "on")["state"] == "running"
         guarded.delete(vm["name"])
         vcsim.stop(run_dir)
-        for _ in range(2):
+        for dummy in range(2):
             with pytest.raises(Unavailable):
                 guarded.list_vms()
         assert guarded.policy.breaker.snapshot()["state"] == "open"

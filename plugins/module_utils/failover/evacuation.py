@@ -44,7 +44,7 @@ def _augment(root, options, owner_of, choice_of):
             visited.add(res)
             owner = owner_of.get(res)
             if owner is None:
-                for (path_vm, _), path_res in zip(stack, taken + [res]):
+                for (path_vm, dummy), path_res in zip(stack, taken + [res]):
                     choice_of[path_vm] = path_res
                     owner_of[path_res] = path_vm
                 return True

@@ -18,7 +18,7 @@ def sanitize_az_for_name(az):
 def _suffix(seed, length=5):
     number = int.from_bytes(hashlib.sha256(seed.encode("utf-8")).digest()[:8], "big")
     chars = []
-    for _ in range(length):
+    for dummy in range(length):
         number, digit = divmod(number, len(_ALPHABET))
         chars.append(_ALPHABET[digit])
     return "".join(chars)

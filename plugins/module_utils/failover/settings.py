@@ -27,31 +27,35 @@ class FailoverSettings:
 
     @classmethod
     def from_dict(cls, data, path="failover"):
-        """Settings from a module option dict; unknown keys are an error listing the valid ones."""
+        """Settings from a module option dict; unknown keys are an error listing the valid ones.
+
+        Errors name ``<path>.<key>``, or just ``<key>`` when ``path`` is empty (top-level options).
+        """
+        at = (path + ".") if path else ""
         data = dict(data or {})
         known = ("requirements", "max_vms_to_process", "revalidation_interval",
                  "limit_one_new_per_hypervisor", "creator")
         unknown = sorted(k for k in data if k not in known)
         if unknown:
-            raise InvalidSpec("%s.%s is not a setting; use one of %s"
-                              % (path, unknown[0], ", ".join(known)))
-        out = cls(requirements=validate_requirements(data.get("requirements"), path + ".requirements"))
+            raise InvalidSpec("%s%s is not a setting; use one of %s"
+                              % (at, unknown[0], ", ".join(known)))
+        out = cls(requirements=validate_requirements(data.get("requirements"), at + "requirements"))
         max_vms = data.get("max_vms_to_process", 0)
         if isinstance(max_vms, bool) or not isinstance(max_vms, int):
-            raise InvalidSpec("%s.max_vms_to_process: must be a whole number (0 = all VMs), got %r"
-                              % (path, max_vms))
+            raise InvalidSpec("%smax_vms_to_process: must be a whole number (0 = all VMs), got %r"
+                              % (at, max_vms))
         out.max_vms_to_process = max_vms
         if data.get("revalidation_interval") is not None:
-            name = path + ".revalidation_interval"
+            name = at + "revalidation_interval"
             out.revalidation_interval = parse_duration(data["revalidation_interval"], name)
             if out.revalidation_interval < 0:
                 raise InvalidSpec("%s: must not be negative, e.g. 30m" % name)
         limit = data.get("limit_one_new_per_hypervisor", True)
         if not isinstance(limit, bool):
-            raise InvalidSpec("%s.limit_one_new_per_hypervisor: must be true or false" % path)
+            raise InvalidSpec("%slimit_one_new_per_hypervisor: must be true or false" % at)
         out.limit_one_new_per_hypervisor = limit
         creator = data.get("creator", DEFAULT_CREATOR)
         if not isinstance(creator, str) or not creator:
-            raise InvalidSpec("%s.creator: must be a non-empty string" % path)
+            raise InvalidSpec("%screator: must be a non-empty string" % at)
         out.creator = creator
         return out

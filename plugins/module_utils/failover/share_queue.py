@@ -31,5 +31,4 @@ class ShareQueue:
     def __iter__(self):
         """Names in reuse order; do not change the queue while iterating."""
         for size in sorted(self._buckets, reverse=True):
-            for name in self._buckets[size]:
-                yield name
+            yield from self._buckets[size]

@@ -34,7 +34,7 @@ _FALSE = ("false", "no", "off", "0")
 
 
 class Option:
-    """One key of a provider dict: ``kind`` str|int|bool|list|duration, default, choices.
+    """One key of a provider dict: ``kind`` str|int|ratio|bool|list|duration, default, choices.
 
     ``secret`` options (passwords, tokens) are never shown in errors or results.
     """
@@ -75,6 +75,18 @@ def _to_int(value):
         raise ValueError("must be an integer") from None
 
 
+def _to_ratio(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError("must be a positive number")
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError("must be a positive number") from None
+    if not number > 0:
+        raise ValueError("must be a positive number")
+    return number
+
+
 def _to_bool(value):
     if isinstance(value, bool):
         return value
@@ -92,7 +104,7 @@ def _to_list(value):
     return list(value)
 
 
-_CONVERTERS = {"str": _to_str, "int": _to_int, "bool": _to_bool, "list": _to_list}
+_CONVERTERS = {"str": _to_str, "int": _to_int, "ratio": _to_ratio, "bool": _to_bool, "list": _to_list}
 
 
 def config_errors(options, config, type_name):

@@ -105,6 +105,9 @@ class LibvirtProvider(Provider):
                                doc="Storage pool where disks given by size_gb are created."),
         "domain_type": Option(default="qemu", choices=DOMAIN_TYPES,
                               doc="Domain type of new VMs: qemu (emulation) or kvm."),
+        "cpu_allocation_ratio": Option(kind="ratio", default=1.0,
+                                       doc="Virtual CPUs allowed per physical CPU; the hypervisor's "
+                                           "cpu capacity reported to failover planning is cpus x ratio."),
     })
 
     def __init__(self, config):
@@ -230,6 +233,7 @@ class LibvirtProvider(Provider):
                 raise
             used_kib += info[2]
             used_cpu += info[3]
+        cpus = int(cpus * self.config["cpu_allocation_ratio"])
         return [{"name": self._hypervisor(conn), "az": self.config["az"], "cpu": cpus,
                  "memory_mb": memory_mb, "used_cpu": used_cpu,
                  "used_memory_mb": used_kib // 1024,

@@ -227,7 +227,7 @@ class VSphereProvider(Provider):
             if props.get("name") == wanted:
                 session.root = ref
                 return ref
-        known = ", ".join(sorted(p.get("name", "?") for _, p in found)) or "none"
+        known = ", ".join(sorted(p.get("name", "?") for ref, p in found)) or "none"
         raise _invalid("provider.datacenter", "no datacenter named %r on %s (datacenters: %s)"
                        % (wanted, self.endpoint(), known))
 
@@ -251,7 +251,7 @@ class VSphereProvider(Provider):
             view = self._view(session, [vim.dvs.DistributedVirtualPortgroup])
             found = retrieve_view(session.content, view,
                                   {vim.dvs.DistributedVirtualPortgroup: ["key", "name"]})
-            session.portgroups = known = dict((p["key"], p["name"]) for _, p in found
+            session.portgroups = known = dict((p["key"], p["name"]) for ref, p in found
                                               if "key" in p)
         return known
 
@@ -303,14 +303,13 @@ class VSphereProvider(Provider):
         return refs[0]
 
     def _vm_dicts(self, session, found):
-        props_list = [props for _, props in found]
+        props_list = [props for ref, props in found]
         if any(p.get("runtime.host") is not None and p["runtime.host"]._moId not in session.hosts
                for p in props_list):
             self._host_records(session)
         field_names = self._field_names(session, props_list)
         portgroups = self._portgroups(session, props_list)
-        return [new_vm(self, props.get("name"), **vm_fields(props, session.hosts, field_names,
-                                                             portgroups))
+        return [new_vm(self, props.get("name"), **vm_fields(props, session.hosts, field_names, portgroups))
                 for props in props_list]
 
     def _describe_ref(self, session, ref, name):
@@ -360,9 +359,9 @@ class VSphereProvider(Provider):
     def list_hypervisors(self):
         session = self._connection()
         records = self._host_records(session)
-        field_names = self._field_names(session, [props for _, props, _ in records])
+        field_names = self._field_names(session, [props for ref, props, az in records])
         hosts = [host_fields(props, az, self._traits(props, field_names))
-                 for _, props, az in records]
+                 for ref, props, az in records]
         return sorted(hosts, key=lambda h: h["name"])
 
     def list_vms(self, filters=None):
@@ -518,7 +517,7 @@ class VSphereProvider(Provider):
                 raise Conflict("host %r on %s is %s; choose another %s"
                                % (name, self.key, state, path))
             return ref, props, az
-        known = sorted(props.get("name") for _, props, _ in records)
+        known = sorted(props.get("name") for ref, props, az in records)
         raise _invalid(path, "no host named %r on %s (hosts: %s)"
                        % (name, self.key, ", ".join(known)))
 
@@ -533,12 +532,12 @@ class VSphereProvider(Provider):
                                % (spec["hypervisor"], az, spec["az"]))
             return ref, props
         if spec.get("az"):
-            zones = sorted(set(az for _, _, az in records))
+            zones = sorted(set(az for ref, props, az in records))
             records = [r for r in records if r[2] == spec["az"]]
             if not records:
                 raise _invalid("az", "no cluster named %r on %s (azs: %s)"
                                % (spec["az"], self.key, ", ".join(zones)))
-        usable = [(ref, props) for ref, props, _ in records if host_state(props) == "connected"]
+        usable = [(ref, props) for ref, props, az in records if host_state(props) == "connected"]
         if not usable:
             raise QuotaExceeded("no connected host outside maintenance mode on %s%s"
                                 % (self.key, " in az %r" % spec["az"] if spec.get("az") else ""))
@@ -554,11 +553,11 @@ class VSphereProvider(Provider):
         found = retrieve(session.content, props.get("datastore") or [],
                          {vim.Datastore: ["summary.name", "summary.freeSpace",
                                           "summary.accessible"]})
-        stores = [(p.get("summary.name"), p.get("summary.freeSpace") or 0) for _, p in found
+        stores = [(p.get("summary.name"), p.get("summary.freeSpace") or 0) for ref, p in found
                   if p.get("summary.accessible")]
         if spec.get("datastore"):
-            if spec["datastore"] not in [n for n, _ in stores]:
-                known = ", ".join(sorted(n for n, _ in stores))
+            if spec["datastore"] not in [n for n, free in stores]:
+                known = ", ".join(sorted(n for n, free in stores))
                 raise _invalid("datastore", "%r is not an accessible datastore of host %r "
                                             "(datastores: %s)" % (spec["datastore"], props["name"],
                                                                   known))

@@ -89,7 +89,7 @@ def _fault_message(exc, name):
 
 def _http_status(exc):
     """Status of pyVmomi's bare ``HTTPException("503 Service Unavailable")``, else None."""
-    if type(exc) is not http.client.HTTPException:
+    if exc.__class__ is not http.client.HTTPException:
         return None
     head = str(exc).split(" ", 1)[0]
     return int(head) if head.isdigit() else None
@@ -112,7 +112,7 @@ def classify_fault(exc):
     status = _http_status(exc)
     if status is not None:
         return classify_http(status, message="vSphere SOAP endpoint answered %s" % exc)
-    if type(exc) is Exception and "is down or is not a VIM server" in str(exc):
+    if exc.__class__ is Exception and "is down or is not a VIM server" in str(exc):
         return Unavailable("vSphere endpoint does not answer as a vSphere API server: %s" % exc,
                            cause=exc)
     return None

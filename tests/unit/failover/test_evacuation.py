@@ -10,8 +10,8 @@ def vm(uuid, host, mem=4096):
     return VM(uuid, host, "az-a", "m1", 2, mem)
 
 
-def res(name, host, *vms, resources=SLOT):
-    return Reservation(name, host, "az-a", dict(resources), {v.uuid: v.host for v in vms})
+def res(name, host, *vms, resources=None):
+    return Reservation(name, host, "az-a", dict(SLOT if resources is None else resources), {v.uuid: v.host for v in vms})
 
 
 def test_vm_moves_to_its_reservation_on_a_surviving_host():

@@ -34,7 +34,7 @@ def fleets(draw):
              for i in range(host_count)]
     vms = []
     for index in range(draw(st.integers(0, 16))):
-        name, zone, _ = hosts[draw(st.integers(0, host_count - 1))]
+        name, zone, dummy = hosts[draw(st.integers(0, host_count - 1))]
         flavor = draw(st.sampled_from(FLAVORS))
         cpu, mem = SIZES[flavor.split(".")[-1]] if "." in flavor else (1, 512)
         specs = {"trait:FAST": draw(st.sampled_from(["required", "forbidden", "none"]))}
@@ -176,7 +176,7 @@ def _random_valid_graph(rng):
     for index in range(rng.randint(1, 8)):
         names.append("r%d" % index)
         graph.add_reservation(names[-1], rng.choice(hosts))
-    for _ in range(rng.randint(0, 40)):
+    for dummy in range(rng.randint(0, 40)):
         uuid, name = rng.choice(sorted(vm_host)), rng.choice(names)
         if graph.would_be_eligible(uuid, vm_host[uuid], name):
             graph.link(uuid, name)
@@ -189,7 +189,7 @@ def test_fast_join_check_matches_the_exact_one(seed):
     rng = random.Random(seed)
     graph, vm_host, hosts, names = _random_valid_graph(rng)
     assert all(graph.vm_ok(u) for u in vm_host)
-    for _ in range(6):
+    for dummy in range(6):
         if rng.random() < 0.5:
             uuid, name = rng.choice(sorted(vm_host)), rng.choice(names)
             graph.unlink(uuid, name)

@@ -14,12 +14,12 @@ DOWN = Unavailable("connection refused")
 
 
 def _fail(breaker, err=DOWN, times=1):
-    for _ in range(times):
+    for dummy in range(times):
         breaker.on_failure(breaker.before_call(), err)
 
 
 def _succeed(breaker, times=1):
-    for _ in range(times):
+    for dummy in range(times):
         breaker.on_success(breaker.before_call())
 
 
@@ -97,7 +97,7 @@ def test_rejections_do_not_push_back_half_open(store):
     breaker = CircuitBreaker(store, "p:rej", failure_threshold=1, reset_timeout=0.4)
     _fail(breaker)
     first = breaker.snapshot()
-    for _ in range(5):
+    for dummy in range(5):
         with pytest.raises(BreakerOpen):
             breaker.before_call()
         time.sleep(0.05)

@@ -52,8 +52,7 @@ def test_defaults():
     s = C.resolve_settings(None, environ={})
     assert s.retry == C.RetrySettings(5, 0.5, 30.0, 2.0)
     assert s.deadline is None and s.state_store is None
-    assert s.breaker._asdict() == {"failure_threshold": 5, "reset_timeout": 30.0,
-                               "half_open_max_calls": 1, "success_threshold": 1}
+    assert s.breaker._asdict() == {"failure_threshold": 5, "reset_timeout": 30.0, "half_open_max_calls": 1, "success_threshold": 1}
     assert s.rate_limit == C.RateLimitSettings(qps=0.0, burst=1)
     assert [s.timeout_for(op) for op in C.OPERATION_CLASSES] == [30.0, 240.0, 10.0, 10.0]
     assert set(s.sources.values()) == {"default", "preset"}

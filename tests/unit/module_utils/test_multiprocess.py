@@ -37,7 +37,7 @@ def role_count(store, p):
     """n failures and n successes through one closed breaker."""
     breaker = _breaker(store, p)
     _wait_start(p)
-    for _ in range(p["n"]):
+    for dummy in range(p["n"]):
         breaker.on_failure(breaker.before_call(), Unavailable("down"))
         breaker.on_success(breaker.before_call())
     return {}
@@ -48,7 +48,7 @@ def role_reject(store, p):
     breaker = _breaker(store, p)
     _wait_start(p)
     refused = 0
-    for _ in range(p["n"]):
+    for dummy in range(p["n"]):
         try:
             breaker.before_call()
         except BreakerOpen:
@@ -112,10 +112,10 @@ def _spawn(role, url, env, **params):
 
 def _run_all(role, url, env, count=WORKERS, **params):
     params.setdefault("start_at", time.time() + 1.0)
-    procs = [_spawn(role, url, env, **params) for _ in range(count)]
+    procs = [_spawn(role, url, env, **params) for dummy in range(count)]
     results = []
     for proc in procs:
-        out, _ = proc.communicate(timeout=60)
+        out, dummy = proc.communicate(timeout=60)
         assert proc.returncode == 0, "worker %s failed" % role
         results.append(json.loads(out.decode().strip().splitlines()[-1]))
     return results

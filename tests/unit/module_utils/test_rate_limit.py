@@ -11,15 +11,15 @@ from ansible_collections.resilient.virt.plugins.module_utils.rate_limit import (
 
 def test_unlimited_never_touches_the_store(store):
     limiter = RateLimiter(store, "p:free", qps=0, burst=None)
-    assert [limiter.acquire() for _ in range(100)] == [0.0] * 100
+    assert [limiter.acquire() for dummy in range(100)] == [0.0] * 100
     assert store.get(NAMESPACE, "p:free") is None
 
 
 def test_burst_goes_at_once_then_one_per_interval(store):
     limiter = RateLimiter(store, "p:burst", qps=20, burst=3)
-    assert [limiter.acquire() for _ in range(3)] == [0.0] * 3
+    assert [limiter.acquire() for dummy in range(3)] == [0.0] * 3
     started = time.monotonic()
-    waits = [limiter.acquire() for _ in range(3)]
+    waits = [limiter.acquire() for dummy in range(3)]
     elapsed = time.monotonic() - started
     assert all(0 < w <= 0.05 + 0.01 for w in waits)
     assert elapsed >= 0.14  # three turns at 1/20 s apart were really waited for
@@ -43,7 +43,7 @@ def test_window_never_admits_more_than_rate_plus_burst(store):
     qps, burst = 50, 4
     limiter = RateLimiter(store, "p:win", qps=qps, burst=burst)
     stamps = []
-    for _ in range(40):
+    for dummy in range(40):
         limiter.acquire()
         stamps.append(time.monotonic())
     window = 0.2

@@ -125,18 +125,18 @@ def test_rediss_checks_the_host_name(tls_server):
 def test_fork_gets_fresh_connections(rstore):
     rstore.update("t", "n", lambda cur, now: ({"n": 0}, None))
     children = []
-    for _ in range(3):
+    for dummy in range(3):
         pid = os.fork()
         if pid == 0:
             code = 1
             try:
-                for _ in range(100):
+                for dummy in range(100):
                     rstore.update("t", "n", lambda cur, now: ({"n": cur["n"] + 1}, None))
                 code = 0
             finally:
                 os._exit(code)
         children.append(pid)
-    for _ in range(100):
+    for dummy in range(100):
         rstore.update("t", "n", lambda cur, now: ({"n": cur["n"] + 1}, None))
     for pid in children:
         assert os.waitpid(pid, 0)[1] == 0

@@ -43,7 +43,9 @@ class Script:
                               self.clock() if self.clock else None))
         if self.clock:
             self.clock.t += self.cost
-        outcome = self.outcomes.pop(0) if self.outcomes else "ok"
+        if not self.outcomes:
+            return "ok"
+        outcome = self.outcomes.pop(0)
         if isinstance(outcome, BaseException):
             raise outcome
         return outcome
@@ -64,7 +66,7 @@ def test_attempt_numbering_and_is_last():
     clock = FakeClock()
     fn = Script(E.Unavailable("a"), E.Timeout("b"), E.Unavailable("c"))
     assert run_with_retry(fn, settings(max_attempts=4), sleep=clock.sleep) == "ok"
-    assert [(n, last) for n, last, _, _ in fn.attempts] == [(1, False), (2, False), (3, False), (4, True)]
+    assert [(n, last) for n, last, at_deadline, when in fn.attempts] == [(1, False), (2, False), (3, False), (4, True)]
     assert len(clock.sleeps) == 3
 
 
@@ -123,7 +125,9 @@ def test_plugged_classifier_makes_backend_error_retryable():
     class Fault(Exception):
         pass
     fn = Script(Fault("HostCommunication"))
-    classify = lambda exc: E.Unavailable("host unreachable") if isinstance(exc, Fault) else None  # noqa: E731
+
+    def classify(exc):
+        return E.Unavailable("host unreachable") if isinstance(exc, Fault) else None
     assert run_with_retry(fn, settings(), sleep=FakeClock().sleep, classifiers=[classify]) == "ok"
     assert len(fn.attempts) == 2
 
@@ -137,7 +141,7 @@ def test_base_exceptions_propagate_untouched():
 
 def test_delays_grow_exponentially_capped_with_at_most_ten_percent_jitter():
     seen_jitter = False
-    for _ in range(30):
+    for dummy in range(30):
         clock = FakeClock()
         fn = Script(*[E.Unavailable("x")] * 6)
         run_with_retry(fn, settings(max_attempts=7, base=1.0, cap=5.0, mult=2.0), sleep=clock.sleep)
@@ -185,7 +189,7 @@ def test_deadline_last_attempt_is_made_at_the_deadline():
         run_with_retry(fn, settings(max_attempts=10, base=4.0, mult=2.0), deadline=deadline,
                        sleep=clock.sleep)
     assert info.value.details["attempts"] == 3
-    (n1, t1, last1, at1, b1, same1), (n2, t2, last2, at2, b2, _), (n3, t3, last3, at3, b3, _) = budgets
+    (n1, t1, last1, at1, b1, same1), (n2, t2, last2, at2, b2, same2), (n3, t3, last3, at3, b3, same3) = budgets
     assert (n1, t1, last1, at1, b1, same1) == (1, 1000.0, False, False, 10.0, True)
     assert n2 == 2 and 1004.0 <= t2 <= 1004.4 and not last2 and not at2 and b2 == pytest.approx(1010 - t2)
     assert (n3, t3, last3, at3, b3) == (3, 1010.0, True, True, 30.0)

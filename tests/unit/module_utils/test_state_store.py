@@ -79,8 +79,7 @@ def test_items_by_namespace_and_prefix_and_delete(store):
     for ns, key in (("t", "lab:1"), ("t", "lab:2"), ("t", "other"), ("u", "lab:3")):
         store.update(ns, key, lambda cur, now, key=key: ({"key": key}, None))
     assert sorted(store.items("t")) == ["lab:1", "lab:2", "other"]
-    assert store.items("t", prefix="lab:") == {"lab:1": {"key": "lab:1"},
-                                              "lab:2": {"key": "lab:2"}}
+    assert store.items("t", prefix="lab:") == {"lab:1": {"key": "lab:1"}, "lab:2": {"key": "lab:2"}}
     assert store.items("t", prefix="nope") == {}
     store.delete("t", "lab:1")
     store.delete("t", "missing")
@@ -240,18 +239,18 @@ def test_forked_children_get_their_own_connection(tmp_path):
     store = SQLiteStore(str(tmp_path / "state.db"))
     store.update("t", "n", _incr())
     children = []
-    for _ in range(3):
+    for dummy in range(3):
         pid = os.fork()
         if pid == 0:  # child: use the store object inherited from the parent
             code = 1
             try:
-                for _ in range(200):
+                for dummy in range(200):
                     store.update("t", "n", _incr())
                 code = 0
             finally:
                 os._exit(code)
         children.append(pid)
-    for _ in range(200):
+    for dummy in range(200):
         store.update("t", "n", _incr())
     for pid in children:
         assert os.waitpid(pid, 0)[1] == 0
@@ -284,9 +283,9 @@ def test_sigkill_during_writes_leaves_a_consistent_database(tmp_path, child_env)
     path = str(tmp_path / "state.db")
     SQLiteStore(path).close()
     rng = random.Random(1234)
-    for _ in range(6):
+    for dummy in range(6):
         procs = [subprocess.Popen([sys.executable, "-c", _HAMMER, path], env=child_env,
-                                  stdout=subprocess.PIPE) for _ in range(4)]
+                                  stdout=subprocess.PIPE) for dummy in range(4)]
         for proc in procs:
             assert proc.stdout.readline() == b"ready\n"
         time.sleep(rng.uniform(0.05, 0.3))

@@ -15,27 +15,27 @@ vim, vmodl = pyVmomi.vim, pyVmomi.vmodl
 
 @pytest.mark.parametrize("fault, kind", [
     (lambda: vim.fault.InvalidLogin(msg="Login failure"), Unauthorized),
-    (lambda: vim.fault.NoPermission(), Unauthorized),
-    (lambda: vim.fault.NotAuthenticated(), Unavailable),
-    (lambda: vmodl.fault.ManagedObjectNotFound(), NotFound),
-    (lambda: vim.fault.NotFound(), NotFound),
+    (vim.fault.NoPermission, Unauthorized),
+    (vim.fault.NotAuthenticated, Unavailable),
+    (vmodl.fault.ManagedObjectNotFound, NotFound),
+    (vim.fault.NotFound, NotFound),
     (lambda: vim.fault.DuplicateName(name="web1"), Conflict),
-    (lambda: vim.fault.AlreadyExists(), Conflict),
+    (vim.fault.AlreadyExists, Conflict),
     (lambda: vim.fault.InvalidPowerState(existingState="poweredOn"), Conflict),
-    (lambda: vim.fault.TaskInProgress(), Conflict),
+    (vim.fault.TaskInProgress, Conflict),
     (lambda: vmodl.fault.InvalidArgument(invalidProperty="spec.numCPUs"), InvalidSpec),
-    (lambda: vmodl.fault.InvalidRequest(), InvalidSpec),
+    (vmodl.fault.InvalidRequest, InvalidSpec),
     (lambda: vim.fault.InvalidName(name="a/b"), InvalidSpec),
-    (lambda: vmodl.fault.NotSupported(), NotSupported),
-    (lambda: vim.fault.InsufficientMemoryResourcesFault(), QuotaExceeded),
-    (lambda: vim.fault.HostConnectFault(), Unavailable),
-    (lambda: vmodl.fault.HostNotConnected(), Unavailable),
-    (lambda: vim.fault.Timedout(), Timeout),
+    (vmodl.fault.NotSupported, NotSupported),
+    (vim.fault.InsufficientMemoryResourcesFault, QuotaExceeded),
+    (vim.fault.HostConnectFault, Unavailable),
+    (vmodl.fault.HostNotConnected, Unavailable),
+    (vim.fault.Timedout, Timeout),
 ])
 def test_faults(fault, kind):
     exc = fault()
     err = classify_fault(exc)
-    assert type(err) is kind
+    assert isinstance(err, kind) and err.type == kind.type
     assert err.cause is exc
     assert err.details["fault"] == type(exc).__name__
 

@@ -1,0 +1,74 @@
+# -*- coding: utf-8 -*-
+# Copyright: resilient.virt contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fleet a reconcile cycle plans over: hypervisors and VMs, given or listed from providers."""
+from ansible_collections.resilient.virt.plugins.module_utils.failover.model import VM, Hypervisor
+
+FLAVOR_KEY = "flavor"
+
+
+class Fleet:
+    """Hypervisors and VMs (model objects), VMs reported running ({uuid: host}), the provider
+    reference of each hypervisor and the VM dicts a provider returned, by uuid."""
+
+    def __init__(self, hypervisors, vms, running=None, owners=None, definitions=None):
+        self.hypervisors = hypervisors
+        self.vms = vms
+        self.running = running
+        self.owners = owners or {}
+        self.definitions = definitions or {}
+
+    @classmethod
+    def given(cls, hypervisors, vms):
+        """A fleet from the module's ``hypervisors`` and ``vms`` options."""
+        return cls(
+            [Hypervisor.from_dict(item, "hypervisors[%d]" % index) for index, item in enumerate(hypervisors)],
+            [VM.from_dict(item, "vms[%d]" % index) for index, item in enumerate(vms)],
+        )
+
+    @classmethod
+    def listed(cls, providers):
+        """A fleet listed from ``providers``, pairs of (reference, provider).
+
+        A VM's zone is its hypervisor's, its flavor the ``flavor`` key of its metadata (a VM
+        without one needs no reservation), and a running VM counts as running on its hypervisor.
+        """
+        hypervisors, vms, running, owners, definitions = [], [], {}, {}, {}
+        for reference, provider in providers:
+            zones = {}
+            for index, item in enumerate(provider.list_hypervisors()):
+                hypervisors.append(Hypervisor.from_dict(item, "%s hypervisors[%d]" % (provider.key, index)))
+                zones[item["name"]] = item.get("az") or ""
+                owners[item["name"]] = reference
+            for item in provider.list_vms():
+                if not item.get("uuid") or not item.get("hypervisor"):
+                    continue
+                host = item["hypervisor"]
+                vms.append(VM(
+                    uuid=item["uuid"], host=host, az=item.get("az") or zones.get(host, ""),
+                    flavor=(item.get("metadata") or {}).get(FLAVOR_KEY, ""),
+                    vcpus=item.get("vcpus"), memory_mb=item.get("memory_mb"),
+                ))
+                if item.get("state") == "running":
+                    running[item["uuid"]] = host
+                definitions[item["uuid"]] = dict(item, provider=reference)
+        return cls(hypervisors, vms, running, owners, definitions)
+
+    def with_capacity_held_by(self, reservations):
+        """The hypervisors with ``reservations`` (of other creators) counted as used."""
+        held = {}
+        for res in reservations:
+            cpu, memory = held.get(res.host, (0, 0))
+            held[res.host] = (cpu + res.resources.get("cpu", 0), memory + res.resources.get("memory_mb", 0))
+        if not held:
+            return self.hypervisors
+        adjusted = []
+        for hv in self.hypervisors:
+            cpu, memory = held.get(hv.name, (0, 0))
+            if cpu or memory:
+                on_host = [vm for vm in self.vms if vm.host == hv.name]
+                used_cpu = hv.used_cpu if hv.used_cpu is not None else sum(vm.vcpus or 0 for vm in on_host)
+                used_memory = hv.used_memory_mb if hv.used_memory_mb is not None else sum(vm.memory_mb or 0 for vm in on_host)
+                hv = Hypervisor(hv.name, hv.az, hv.cpu, hv.memory_mb, hv.traits, used_cpu + cpu, used_memory + memory)
+            adjusted.append(hv)
+        return adjusted

@@ -1,0 +1,335 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: resilient.virt contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: failover_reservation
+short_description: Hold spare capacity so VMs survive hypervisor failures, and evacuate failed hosts
+version_added: 0.1.0
+description:
+  - Plans failover reservations, spare capacity slots on other hypervisors, so that every VM whose
+    flavor requires N slots can be restarted elsewhere when up to N hypervisors fail. Slots are
+    shared between VMs only when that stays safe (no two VMs of one hypervisor share a slot, a VM's
+    slots are on distinct hypervisors, and the other rules in the documentation).
+  - O(state=present) runs one reconcile cycle - drop allocations of VMs that are gone or moved,
+    drop VMs no longer eligible, revalidate old reservations, delete empty ones, then give each VM
+    that is short its slots, reusing shared reservations first - and stores the result in the state store.
+  - O(state=absent) removes every reservation of O(creator).
+  - O(state=evacuated) maps every VM on O(failed_hosts) to one of its own reservations on a
+    surviving hypervisor (no reservation used twice) and, unless in check mode or O(execute=false),
+    moves it there (vSphere - relocate; libvirt - define and start the recorded definition on the
+    target, for VMs without local disks).
+  - The fleet comes from providers (O(provider) or O(all_providers)) or is given with O(hypervisors) and O(vms).
+author:
+  - resilient.virt developers
+options:
+  state:
+    description: V(present) reconciles, V(absent) removes this creator's reservations, V(evacuated) evacuates O(failed_hosts).
+    type: str
+    choices: [present, absent, evacuated]
+    default: present
+  creator:
+    description: Owner of the reservations; each creator's reservations are reconciled and removed independently.
+    type: str
+    default: resilient.virt
+  requirements:
+    description:
+      - Flavor name glob pattern to the number of slots a VM of that flavor needs; the highest
+        matching count wins, a VM with an empty flavor needs none, C(*) does not match C(/).
+      - VMs listed from providers take their flavor from their metadata key C(flavor).
+    type: dict
+  max_vms_to_process:
+    description: VMs given slots per cycle at most, in a window that moves every cycle (V(0) - all).
+    type: int
+    default: 0
+  revalidation_interval:
+    description: Age after which a reservation is checked again (each VM must still fit on its host).
+    type: raw
+    default: 30m
+  limit_one_new_per_hypervisor:
+    description: Create at most one new reservation per hypervisor per cycle.
+    type: bool
+    default: true
+  all_providers:
+    description: List the fleet from every entry of O(providers) instead of O(provider).
+    type: bool
+    default: false
+  hypervisors:
+    description:
+      - The hypervisors, instead of listing them from providers - C(name), C(az), C(cpu),
+        C(memory_mb), C(traits), and optionally C(used_cpu) and C(used_memory_mb).
+    type: list
+    elements: dict
+  vms:
+    description:
+      - The VMs, instead of listing them from providers - C(uuid), C(host), C(az), C(flavor),
+        C(vcpus), C(memory_mb), C(extra_specs) (C(trait:X=required) or C(forbidden)).
+    type: list
+    elements: dict
+  failed_hosts:
+    description: Hypervisors that failed, for O(state=evacuated).
+    type: list
+    elements: str
+  execute:
+    description: With O(state=evacuated), move the VMs; V(false) only returns the plan.
+    type: bool
+    default: true
+extends_documentation_fragment:
+  - resilient.virt.provider
+  - resilient.virt.resilience
+attributes:
+  check_mode:
+    support: full
+    description: Computes and returns the plan (or the evacuation plan) without writing or moving anything.
+  diff_mode:
+    support: full
+    description: Shows the reservations (host and allocations) before and after.
+notes:
+  - A creator's reservations are one record of the state store, so a cycle replaces them atomically
+    and concurrent runs for the same creator are serialised.
+  - Free capacity of a hypervisor is its capacity minus its VMs minus every failover reservation
+    held on it, of any creator.
+seealso:
+  - module: resilient.virt.vm_info
+"""
+
+EXAMPLES = r"""
+- name: Plan reservations for every VM of the libvirt fleet
+  resilient.virt.failover_reservation:
+    all_providers: true
+    requirements:
+      "hana_*": 2
+      "*": 1
+  register: plan
+
+- name: Plan for an explicit fleet, without writing (check mode)
+  resilient.virt.failover_reservation:
+    creator: capacity-team
+    requirements: {"*": 1}
+    hypervisors:
+      - {name: kvm1, az: az1, cpu: 32, memory_mb: 262144}
+      - {name: kvm2, az: az1, cpu: 32, memory_mb: 262144}
+    vms:
+      - {uuid: 5d3e..., host: kvm1, az: az1, flavor: m1.large, vcpus: 4, memory_mb: 16384}
+  check_mode: true
+
+- name: Evacuate a failed hypervisor onto the reservations
+  resilient.virt.failover_reservation:
+    all_providers: true
+    state: evacuated
+    failed_hosts: [kvm3]
+
+- name: Drop all reservations of a creator
+  resilient.virt.failover_reservation:
+    creator: capacity-team
+    state: absent
+"""
+
+RETURN = r"""
+reservations:
+  description: This creator's reservations after the task (planned ones in check mode).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Availability zone plus a unique suffix.
+      type: str
+    host:
+      description: Hypervisor the slot is on.
+      type: str
+    az:
+      description: Availability zone.
+      type: str
+    resources:
+      description: C(cpu) and C(memory_mb) held.
+      type: dict
+    allocations:
+      description: VM UUID to the host that VM ran on when it was added.
+      type: dict
+    creator:
+      description: Owner.
+      type: str
+    last_changed:
+      description: When allocations last changed (RFC 3339).
+      type: str
+    acknowledged_at:
+      description: When the reservation was last validated (RFC 3339).
+      type: str
+    conditions:
+      description: C(Ready) condition, with a reason when invalid.
+      type: list
+      elements: dict
+summary:
+  description:
+    - The cycle in numbers - created, reused, allocations_removed, deleted, acknowledged,
+      reservations, vms_requiring, vms_covered, coverage_ratio, slots_missing, vms_processed,
+      vms_deferred, reserved_cpu, reserved_memory_mb.
+  returned: when O(state=present)
+  type: dict
+vm_status:
+  description: Per VM - uuid, host, az, flavor, required, held, short_by and why it is short.
+  returned: when O(state=present)
+  type: list
+  elements: dict
+deleted:
+  description: Reservations the cycle deleted, with the reason (Empty, InvalidResources, HostNotFound, VMDoesNotFit).
+  returned: when O(state=present)
+  type: list
+  elements: dict
+removed:
+  description: Names of the reservations removed by O(state=absent).
+  returned: when O(state=absent)
+  type: list
+  elements: str
+evacuation:
+  description:
+    - The evacuation plan - failed_hosts, complete, affected, placed, moves (vm, from_host,
+      reservation, to_host and, when executed, name, action and error) and unplaced (vm, host, reason).
+  returned: when O(state=evacuated)
+  type: dict
+"""
+
+from ansible_collections.resilient.virt.plugins.module_utils.module_base import ResilientModule
+from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
+
+
+def _view(reservations):
+    return dict((res.name, dict(host=res.host, allocations=dict(res.allocations))) for res in reservations)
+
+
+class FailoverReservationModule(ResilientModule):
+    argument_spec = dict(
+        state=dict(type="str", default="present", choices=["present", "absent", "evacuated"]),
+        creator=dict(type="str", default="resilient.virt"),
+        requirements=dict(type="dict"),
+        max_vms_to_process=dict(type="int", default=0),
+        revalidation_interval=dict(type="raw", default="30m"),
+        limit_one_new_per_hypervisor=dict(type="bool", default=True),
+        all_providers=dict(type="bool", default=False),
+        hypervisors=dict(type="list", elements="dict"),
+        vms=dict(type="list", elements="dict"),
+        failed_hosts=dict(type="list", elements="str"),
+        execute=dict(type="bool", default=True),
+    )
+    module_kwargs = dict(
+        required_if=[("state", "present", ["requirements"]), ("state", "evacuated", ["failed_hosts"])],
+        required_together=[("hypervisors", "vms")],
+    )
+
+    def run(self):
+        from ansible_collections.resilient.virt.plugins.module_utils.failover.storage import ReservationBook
+
+        self.book = ReservationBook(self.store, self.params["creator"])
+        if self.params["state"] == "absent":
+            return self._absent()
+        if self.params["state"] == "evacuated":
+            return self._evacuated()
+        return self._present()
+
+    def _references(self):
+        if self.params["all_providers"]:
+            if self.params.get("provider") is not None:
+                raise InvalidSpec("set either provider or all_providers=true, not both")
+            catalog = self.params.get("providers") or {}
+            if not catalog:
+                raise InvalidSpec("all_providers=true needs named providers in 'providers'")
+            return sorted(catalog)
+        return [self.params.get("provider")]
+
+    def _fleet(self):
+        from ansible_collections.resilient.virt.plugins.module_utils.failover.fleet import Fleet
+
+        if self.params["hypervisors"] is not None:
+            if self.params["all_providers"] or self.params.get("provider") is not None:
+                raise InvalidSpec("give the fleet either with hypervisors and vms, or through provider/all_providers, not both")
+            return Fleet.given(self.params["hypervisors"], self.params["vms"])
+        return Fleet.listed([(ref, self.open_provider(ref)) for ref in self._references()])
+
+    def _present(self):
+        from ansible_collections.resilient.virt.plugins.module_utils.failover.reconcile import run_cycle
+        from ansible_collections.resilient.virt.plugins.module_utils.failover.settings import FailoverSettings
+
+        params = self.params
+        settings = FailoverSettings.from_dict(
+            dict(
+                requirements=params["requirements"], max_vms_to_process=params["max_vms_to_process"],
+                revalidation_interval=params["revalidation_interval"],
+                limit_one_new_per_hypervisor=params["limit_one_new_per_hypervisor"], creator=params["creator"],
+            ),
+            path="",
+        )
+        fleet = self._fleet()
+        hypervisors = fleet.with_capacity_held_by(self.book.foreign())
+
+        def cycle(reservations, counter, now):
+            return run_cycle(hypervisors, fleet.vms, reservations, settings, now, counter, fleet.running)
+
+        if self.check_mode:
+            stored = self.book.load()
+            outcome, before = cycle(stored.reservations, stored.cycle, self.store.now()), stored.reservations
+        else:
+            outcome, before = self.book.reconcile(cycle, fleet.definitions, fleet.owners)
+        result = outcome.to_dict()
+        result = dict(
+            changed=outcome.changed_anything,
+            reservations=result["reservations"],
+            summary=result["summary"],
+            vm_status=result["vm_status"],
+            deleted=result["deleted"],
+        )
+        if self.diff_mode and outcome.changed_anything:
+            result["diff"] = dict(before=_view(before), after=_view(outcome.reservations))
+        return result
+
+    def _absent(self):
+        removed = self.book.load().reservations if self.check_mode else self.book.remove()
+        result = dict(changed=bool(removed), removed=sorted(res.name for res in removed), reservations=[])
+        if self.diff_mode and removed:
+            result["diff"] = dict(before=_view(removed), after={})
+        return result
+
+    def _evacuated(self):
+        from ansible_collections.resilient.virt.plugins.module_utils.failover.evacuation import plan_evacuation
+        from ansible_collections.resilient.virt.plugins.module_utils.failover.fleet import Fleet
+
+        stored = self.book.load()
+        if self.params["hypervisors"] is not None:
+            fleet = Fleet.given(self.params["hypervisors"], self.params["vms"])
+        else:
+            fleet = Fleet.given([], [dict(uuid=uuid, host=vm["hypervisor"], memory_mb=vm.get("memory_mb"), vcpus=vm.get("vcpus"))
+                                     for uuid, vm in sorted(stored.definitions.items())])
+        plan = plan_evacuation(self.params["failed_hosts"], fleet.vms, stored.reservations).to_dict()
+        execute = self.params["execute"] and self.params["hypervisors"] is None
+        if execute:
+            plan["moves"] = [self._move(move, stored) for move in plan["moves"]]
+        failed = [move for move in plan["moves"] if move.get("action") == "failed"]
+        changed = any(move.get("action") in ("migrate", "recreate") for move in plan["moves"])
+        result = dict(changed=changed, evacuation=plan, reservations=[res.to_dict() for res in stored.reservations])
+        if failed:
+            self.warnings.append("%d of %d moves failed; see evacuation.moves" % (len(failed), len(plan["moves"])))
+        return result
+
+    def _move(self, move, stored):
+        from ansible_collections.resilient.virt.plugins.module_utils.failover.execution import execute_move
+
+        definition = stored.definitions[move["vm"]]
+        if move["to_host"] not in stored.owners:
+            message = "no provider is recorded for %s; run state=present from providers first" % move["to_host"]
+            return dict(move, action="failed", error=dict(type="NotFound", message=message))
+        target_ref, source_ref = stored.owners[move["to_host"]], definition.get("provider")
+        target = self.open_provider(target_ref)
+        source = target if source_ref == target_ref else None
+        return execute_move(move, definition, source, target, self.check_mode)
+
+
+def main():
+    FailoverReservationModule.main()
+
+
+if __name__ == "__main__":
+    main()

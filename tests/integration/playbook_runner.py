@@ -1,0 +1,159 @@
+"""Run real ``ansible-playbook`` processes from tests and read their per-task results.
+
+``run_playbook(tmp_path, plays, ...)`` writes ``plays`` (a list of play dicts) as YAML with
+``yaml.safe_dump``, runs ``ansible-playbook`` with the JSON stdout callback (``ansible.posix.json``)
+and returns a :class:`PlaybookRun`: exit code, raw stdout/stderr, wall time and every task
+result by task name. The collection is found through ``ANSIBLE_COLLECTIONS_PATH``, which
+``tests/conftest.py`` sets.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CALLBACK = "ansible.posix.json"
+
+
+def local_inventory(hosts=("localhost",), **host_vars):
+    """An inventory dict with local hosts running modules with this test's Python."""
+    entry = dict(ansible_connection="local", ansible_python_interpreter=sys.executable, **host_vars)
+    return {"all": {"hosts": {host: dict(entry) for host in hosts}}}
+
+
+def play(tasks, hosts="localhost", module_defaults=None, **extra):
+    """A play dict (no fact gathering) with ``module_defaults`` for the collection's group."""
+    result = {"name": "test play", "hosts": hosts, "gather_facts": False, "tasks": tasks}
+    if module_defaults:
+        result["module_defaults"] = {"group/resilient.virt.all": module_defaults}
+    result.update(extra)
+    return result
+
+
+class TaskResult:
+    """One task on one host: ``result`` (the module's dict), ``duration`` (seconds)."""
+
+    def __init__(self, name, host, result, duration):
+        self.name = name
+        self.host = host
+        self.result = result
+        self.duration = duration
+
+    def __getitem__(self, key):
+        return self.result[key]
+
+    def get(self, key, default=None):
+        return self.result.get(key, default)
+
+    @property
+    def items(self):
+        """Per-item results of a loop task."""
+        return self.result.get("results", [])
+
+    @property
+    def failed(self):
+        return bool(self.result.get("failed"))
+
+    def __repr__(self):
+        return "TaskResult(%r on %s: %s)" % (self.name, self.host, json.dumps(self.result)[:2000])
+
+
+def _seconds(duration):
+    from datetime import datetime
+
+    def parse(text):
+        return datetime.strptime(text.rstrip("Z"), "%Y-%m-%dT%H:%M:%S.%f")
+
+    if not duration or not duration.get("end"):
+        return None
+    return (parse(duration["end"]) - parse(duration["start"])).total_seconds()
+
+
+class PlaybookRun:
+    """Outcome of one ``ansible-playbook`` run."""
+
+    def __init__(self, rc, stdout, stderr, wall):
+        self.rc = rc
+        self.stdout = stdout
+        self.stderr = stderr
+        self.wall = wall
+        self.tasks = []
+        self.stats = {}
+        try:
+            data = json.loads(stdout)
+        except ValueError:
+            data = None
+        self.data = data
+        for play_data in (data or {}).get("plays", []):
+            for task in play_data.get("tasks", []):
+                for host, result in task.get("hosts", {}).items():
+                    self.tasks.append(TaskResult(task["task"]["name"], host, result,
+                                                 _seconds(task["task"].get("duration"))))
+        self.stats = (data or {}).get("stats", {})
+
+    @property
+    def output(self):
+        """stdout and stderr together, to search for things that must never be shown."""
+        return self.stdout + "\n" + self.stderr
+
+    def task(self, name, host=None):
+        """The result of the task ``name`` (on ``host``); AssertionError if it did not run."""
+        found = [t for t in self.tasks if t.name == name and (host is None or t.host == host)]
+        assert len(found) == 1, "task %r ran %d times on %s; run: %s" % (
+            name, len(found), host or "any host", self.describe())
+        return found[0]
+
+    def describe(self):
+        return "rc=%s stderr=%s stdout=%s" % (self.rc, self.stderr[-3000:], self.stdout[-6000:])
+
+    def __repr__(self):
+        return "PlaybookRun(%s)" % self.describe()
+
+
+def run_playbook(tmp_path, plays, inventory=None, extra_vars=None, env=None, check=False,
+                 diff=False, forks=None, args=(), timeout=300, name="playbook"):
+    """Write ``plays`` to ``tmp_path/<name>.yml`` and run ``ansible-playbook`` on it.
+
+    ``inventory``: an inventory dict (default: localhost, local connection), written as YAML.
+    ``env``: extra environment variables; ``args``: extra command line arguments. A run longer than ``timeout`` seconds is killed and
+    raises ``subprocess.TimeoutExpired``, so a hang fails the test instead of stalling it.
+    """
+    tmp_path = str(tmp_path)
+    playbook = os.path.join(tmp_path, name + ".yml")
+    with open(playbook, "w") as f:
+        yaml.safe_dump(plays, f, sort_keys=False)
+    inventory_file = os.path.join(tmp_path, name + "-inventory.yml")
+    with open(inventory_file, "w") as f:
+        yaml.safe_dump(inventory or local_inventory(), f, sort_keys=False)
+    cmd = ["ansible-playbook", "-i", inventory_file, playbook]
+    if extra_vars:
+        vars_file = os.path.join(tmp_path, name + "-vars.json")
+        with open(vars_file, "w") as f:
+            json.dump(extra_vars, f)
+        cmd += ["-e", "@" + vars_file]
+    if check:
+        cmd.append("--check")
+    if diff:
+        cmd.append("--diff")
+    if forks:
+        cmd += ["--forks", str(forks)]
+    cmd += list(args)
+    environ = dict(os.environ)
+    environ.update({
+        "ANSIBLE_STDOUT_CALLBACK": CALLBACK,
+        "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        "ANSIBLE_LOCALHOST_WARNING": "0",
+        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
+        "ANSIBLE_HOST_KEY_CHECKING": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    })
+    environ.update(env or {})
+    began = time.monotonic()
+    proc = subprocess.run(cmd, cwd=tmp_path, env=environ, capture_output=True, text=True,
+                          timeout=timeout)
+    return PlaybookRun(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - began)

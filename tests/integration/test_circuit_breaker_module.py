@@ -1,0 +1,94 @@
+"""resilient.virt.circuit_breaker through real ansible-playbook runs on a SQLite state store."""
+from ansible_collections.resilient.virt.plugins.module_utils.circuit_breaker import list_breakers
+from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
+
+from playbook_runner import play, run_playbook
+
+BREAKER = "libvirt:maint-hv"
+CB = "resilient.virt.circuit_breaker"
+
+
+def _store_url(tmp_path):
+    return "sqlite:///%s" % (tmp_path / "state.db")
+
+
+def test_open_reset_query_with_check_and_diff(tmp_path):
+    url = _store_url(tmp_path)
+    tasks = [
+        {"name": "query empty", CB: {}},
+        {"name": "open in check mode", CB: {"name": BREAKER, "state": "open"}, "check_mode": True},
+        {"name": "query after check mode", CB: {}},
+        {"name": "open", CB: {"name": BREAKER, "state": "open"}},
+        {"name": "open again", CB: {"name": BREAKER, "state": "open"}},
+        {"name": "query by name", CB: {"name": BREAKER}},
+        {"name": "fact is set", "ansible.builtin.debug": {"var": "resilient_virt_breakers"}},
+        {"name": "reset", CB: {"name": BREAKER, "state": "reset"}},
+        {"name": "reset again", CB: {"name": BREAKER, "state": "reset"}},
+        {"name": "query missing", CB: {"name": "libvirt:no-such-breaker"}, "ignore_errors": True},
+    ]
+    run = run_playbook(tmp_path, [play(tasks, module_defaults={"state_store": url})], diff=True)
+    assert run.rc == 0, run
+    assert "Traceback" not in run.output
+
+    empty = run.task("query empty")
+    assert empty["changed"] is False and empty["breakers"] == []
+    assert empty["ansible_facts"]["resilient_virt_breakers"] == {}
+
+    planned = run.task("open in check mode")
+    assert planned["changed"] is True and planned["breaker"]["state"] == "open"
+    assert run.task("query after check mode")["breakers"] == [], "check mode wrote to the store"
+
+    opened = run.task("open")
+    assert opened["changed"] is True
+    assert opened["diff"]["before"]["state"] == "closed"
+    assert opened["diff"]["after"]["state"] == "open"
+    assert opened["diff"]["after"]["opened_total"] == 1
+    assert opened["ansible_facts"]["resilient_virt_breakers"][BREAKER]["state"] == "open"
+
+    again = run.task("open again")
+    assert again["changed"] is False and "diff" not in again.result
+    assert again["breaker"]["opened_total"] == 1
+
+    shown = run.task("query by name")
+    assert shown["breaker"]["name"] == BREAKER and shown["breaker"]["state"] == "open"
+    assert [b["name"] for b in shown["breakers"]] == [BREAKER]
+    fact = run.task("fact is set")["resilient_virt_breakers"]
+    assert fact[BREAKER]["state"] == "open"
+
+    reset = run.task("reset")
+    assert reset["changed"] is True
+    assert reset["diff"]["before"]["state"] == "open" and reset["diff"]["after"]["state"] == "closed"
+    assert reset["breaker"]["state"] == "closed" and reset["breaker"]["opened_total"] == 1
+    assert run.task("reset again")["changed"] is False
+
+    missing = run.task("query missing")
+    assert missing.failed and missing["error"]["type"] == "NotFound"
+    assert "libvirt:no-such-breaker" in missing["msg"]
+
+    store = open_store(url)
+    try:
+        assert [(b["name"], b["state"], b["opened_total"]) for b in list_breakers(store)] == [
+            (BREAKER, "closed", 1)]
+    finally:
+        store.close()
+
+
+def test_bad_environment_value_fails_cleanly_naming_the_variable(tmp_path):
+    tasks = [{"name": "open with a bad threshold", CB: {"name": BREAKER, "state": "open"},
+              "ignore_errors": True}]
+    run = run_playbook(tmp_path, [play(tasks, module_defaults={"state_store": _store_url(tmp_path)})],
+                       env={"RESILIENT_VIRT_CB_FAILURE_THRESHOLD": "ten"})
+    assert "Traceback" not in run.output
+    failed = run.task("open with a bad threshold")
+    assert failed.failed and failed["error"]["type"] == "InvalidSpec"
+    assert "RESILIENT_VIRT_CB_FAILURE_THRESHOLD" in failed["msg"]
+    assert "ten" in failed["msg"]
+    assert _breakers(tmp_path) == [], "a task that failed validation changed a breaker"
+
+
+def _breakers(tmp_path):
+    store = open_store(_store_url(tmp_path))
+    try:
+        return list_breakers(store)
+    finally:
+        store.close()

@@ -1,0 +1,137 @@
+"""resilient.virt.failover_reservation through real ansible-playbook runs.
+
+An explicit fleet shows planning, check mode, diff, convergence and removal on a SQLite store;
+the lab shows a real evacuation: a hypervisor's libvirtd is killed and its VMs are started on the
+hypervisor that holds their reservation.
+"""
+import libvirt
+
+from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
+
+from playbook_runner import play, run_playbook
+
+FO = "resilient.virt.failover_reservation"
+
+HYPERVISORS = [
+    {"name": "kvm%d" % i, "az": "az1", "cpu": 32, "memory_mb": 131072} for i in range(1, 5)
+]
+VMS = [
+    {"uuid": "vm-%d-%s" % (i, flavor), "host": "kvm%d" % i, "az": "az1", "flavor": flavor,
+     "vcpus": 4, "memory_mb": 8192}
+    for i in range(1, 5) for flavor in ("hana_small", "web")
+]
+REQUIREMENTS = {"hana_*": 2, "*": 1}
+
+
+def _fleet(**extra):
+    return dict(hypervisors=HYPERVISORS, vms=VMS, requirements=REQUIREMENTS, creator="tests", **extra)
+
+
+def test_plan_check_mode_diff_convergence_and_absent(tmp_path):
+    url = "sqlite:///%s" % (tmp_path / "state.db")
+    tasks = [
+        {"name": "plan in check mode", FO: _fleet(), "check_mode": True},
+        {"name": "cycle 1", FO: _fleet()},
+        {"name": "cycle 2", FO: _fleet()},
+        {"name": "cycle 3", FO: _fleet()},
+        {"name": "remove in check mode", FO: {"creator": "tests", "state": "absent"}, "check_mode": True},
+        {"name": "evacuation plan", FO: dict(_fleet(), state="evacuated", failed_hosts=["kvm1", "kvm2"])},
+        {"name": "remove", FO: {"creator": "tests", "state": "absent"}},
+        {"name": "remove again", FO: {"creator": "tests", "state": "absent"}},
+        {"name": "bad requirement", FO: dict(_fleet(), requirements={"*": "two"}), "ignore_errors": True},
+        {"name": "bad vm", FO: dict(_fleet(), vms=[{"uuid": "x"}]), "ignore_errors": True},
+    ]
+    run = run_playbook(tmp_path, [play(tasks, module_defaults={"state_store": url})], diff=True)
+    assert run.rc == 0, run
+    assert "Traceback" not in run.output
+
+    planned = run.task("plan in check mode")
+    assert planned["changed"] is True and planned["reservations"]
+    first = run.task("cycle 1")
+    assert first["reservations"] == planned["reservations"], "check mode planned something else"
+    assert set(first["diff"]["after"]) == set(r["name"] for r in first["reservations"])
+    assert first["diff"]["before"] == {}
+
+    final = run.task("cycle 3")
+    assert final["changed"] is False, "three cycles did not converge"
+    summary = final["summary"]
+    assert summary["vms_requiring"] == 8 and summary["vms_covered"] == 8, final["vm_status"]
+    assert summary["coverage_ratio"] == 1.0
+    for res in final["reservations"]:
+        assert res["creator"] == "tests"
+        assert res["host"] not in res["allocations"].values(), "a VM holds a slot on its own host"
+    for status in final["vm_status"]:
+        assert status["held"] >= status["required"] and status["short_by"] == 0
+
+    assert run.task("remove in check mode")["changed"] is True
+    evacuation = run.task("evacuation plan")["evacuation"]
+    assert evacuation["complete"] is True and evacuation["affected"] == 4
+    assert len({m["reservation"] for m in evacuation["moves"]}) == 4, "a reservation was used twice"
+    assert all(m["to_host"] not in ("kvm1", "kvm2") for m in evacuation["moves"])
+
+    removed = run.task("remove")
+    assert removed["changed"] is True
+    assert sorted(removed["removed"]) == sorted(r["name"] for r in final["reservations"])
+    assert run.task("remove again")["changed"] is False
+    assert open_store(url).get("failover", "tests") is None
+
+    bad = run.task("bad requirement")
+    assert bad.failed and bad["error"]["type"] == "InvalidSpec"
+    assert "requirements" in bad["msg"]
+    bad_vm = run.task("bad vm")
+    assert bad_vm.failed and "vms[0]" in bad_vm["msg"]
+
+
+def _domain_on(uri, name):
+    conn = libvirt.open(uri)
+    try:
+        dom = conn.lookupByName(name)
+        return dom.isActive()
+    except libvirt.libvirtError:
+        return None
+    finally:
+        conn.close()
+
+
+def test_evacuation_moves_vms_of_a_killed_hypervisor(tmp_path, lab, lab_module, outage):
+    providers = {hv: lab_module.provider_config(lab.hypervisor(hv)) for hv in ("hv1", "hv3")}
+    names = ["evac-web-1", "evac-web-2"]
+    defaults = {"state_store": "sqlite:///%s" % (tmp_path / "state.db"), "providers": providers}
+    setup = [
+        {"name": "create", "resilient.virt.vm": {"provider": "hv1", "name": "{{ item }}", "vcpus": 1, "memory_mb": 64,
+                                                 "metadata": {"flavor": "web"}, "state": "running"},
+         "loop": names},
+        {"name": "reserve", FO: {"all_providers": True, "requirements": {"*": 1}, "creator": "evac",
+                                  "limit_one_new_per_hypervisor": False}},
+    ]
+    run = run_playbook(tmp_path, [play(setup, module_defaults=defaults)], name="setup")
+    assert run.rc == 0, run
+    reserved = run.task("reserve")
+    assert reserved["summary"]["vms_covered"] == 2, reserved["vm_status"]
+    assert {r["host"] for r in reserved["reservations"]} == {"hv3"}
+
+    outage.stop("hv1")
+    evacuate = [
+        {"name": "plan only", FO: {"creator": "evac", "state": "evacuated", "failed_hosts": ["hv1"]}, "check_mode": True},
+        {"name": "evacuate", FO: {"creator": "evac", "state": "evacuated", "failed_hosts": ["hv1"]}},
+        {"name": "evacuate again", FO: {"creator": "evac", "state": "evacuated", "failed_hosts": ["hv1"]}},
+    ]
+    try:
+        run = run_playbook(tmp_path, [play(evacuate, module_defaults=defaults)], name="evacuate")
+        assert run.rc == 0, run
+        planned = run.task("plan only")["evacuation"]
+        assert planned["complete"] and [m["action"] for m in planned["moves"]] == ["recreate", "recreate"]
+        moved = run.task("evacuate")
+        assert moved["changed"] is True
+        assert all(m["action"] == "recreate" and m["to_host"] == "hv3" for m in moved["evacuation"]["moves"])
+        hv3 = lab.hypervisor("hv3").uri
+        assert all(_domain_on(hv3, name) == 1 for name in names), "VMs are not running on hv3"
+        again = run.task("evacuate again")
+        assert again["changed"] is False
+        assert all(m["action"] == "none" for m in again["evacuation"]["moves"])
+    finally:
+        outage.start("hv1")
+        cleanup = [{"name": "delete on %s" % hv, "resilient.virt.vm": {"provider": hv, "name": "{{ item }}", "state": "absent"},
+                    "loop": names} for hv in ("hv1", "hv3")]
+        cleanup.append({"name": "drop", FO: {"creator": "evac", "state": "absent"}})
+        run_playbook(tmp_path, [play(cleanup, module_defaults=defaults)], name="cleanup")
