@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import datetime
 
 import yaml
 
@@ -18,9 +19,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CALLBACK = "ansible.posix.json"
 
 
-def local_inventory(hosts=("localhost",), **host_vars):
+def local_inventory(hosts=("localhost",)):
     """An inventory dict with local hosts running modules with this test's Python."""
-    entry = dict(ansible_connection="local", ansible_python_interpreter=sys.executable, **host_vars)
+    entry = dict(ansible_connection="local", ansible_python_interpreter=sys.executable)
     return {"all": {"hosts": {host: dict(entry) for host in hosts}}}
 
 
@@ -62,8 +63,7 @@ class TaskResult:
 
 
 def _seconds(duration):
-    from datetime import datetime
-
+    """Seconds between the callback's ``start`` and ``end`` timestamps, None if unfinished."""
     def parse(text):
         return datetime.strptime(text.rstrip("Z"), "%Y-%m-%dT%H:%M:%S.%f")
 
@@ -81,18 +81,17 @@ class PlaybookRun:
         self.stderr = stderr
         self.wall = wall
         self.tasks = []
-        self.stats = {}
         try:
             data = json.loads(stdout)
-        except ValueError:
-            data = None
+        except ValueError:  # e.g. the JSON callback is missing: describe() shows the output
+            data = {}
         self.data = data
-        for play_data in (data or {}).get("plays", []):
+        for play_data in data.get("plays", []):
             for task in play_data.get("tasks", []):
                 for host, result in task.get("hosts", {}).items():
                     self.tasks.append(TaskResult(task["task"]["name"], host, result,
                                                  _seconds(task["task"].get("duration"))))
-        self.stats = (data or {}).get("stats", {})
+        self.stats = data.get("stats", {})
 
     @property
     def output(self):

@@ -11,7 +11,12 @@ Steps, in order:
      ``max_vms_to_process`` per cycle in a rotating window): join the most shared eligible
      reservation in its zone, else create one on the hypervisor with the most free room, at
      most one new reservation per hypervisor per cycle unless that limit is off; a VM's missing
-     slots are chosen together (see slot_search) so an early choice does not strand a later one.
+     slots are chosen together (see slot_search) so an early choice does not strand a later one;
+  6. a VM of step 5 that still falls short although it holds slots searches again for all the
+     slots it requires as if it held none (its own reservations offered first). Only a full set
+     is applied: the VM leaves the reservations the set does not keep (removal "Replaced ...")
+     and those left empty are deleted (reason Empty). A VM that stays short keeps what it has,
+     so coverage never drops and a covered fleet is left unchanged.
 The same inputs give the same result; ``now`` and ``cycle`` are inputs for that reason.
 """
 from dataclasses import replace
@@ -29,7 +34,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.failover.model impo
 from ansible_collections.resilient.virt.plugins.module_utils.failover.naming import NameAllocator
 from ansible_collections.resilient.virt.plugins.module_utils.failover.placement import HostPicker
 from ansible_collections.resilient.virt.plugins.module_utils.failover.plan import (
-    CycleResult, Deletion, VMStatus)
+    CycleResult, Deletion, Removal, VMStatus)
 from ansible_collections.resilient.virt.plugins.module_utils.failover.requirements import (
     required_count)
 from ansible_collections.resilient.virt.plugins.module_utils.failover.resources import (
@@ -45,11 +50,13 @@ from ansible_collections.resilient.virt.plugins.module_utils.failover.timestamps
 from ansible_collections.resilient.virt.plugins.module_utils.failover.traits import (
     host_satisfies, trait_needs)
 
-__all__ = ("run_cycle", "ACTIVE_REASON", "EMPTY")
+__all__ = ("run_cycle", "ACTIVE_REASON", "EMPTY", "REPLACED")
 
 ACTIVE_REASON = "ReservationActive"
 ACTIVE_MESSAGE = "Failover reservation is active and ready"
 EMPTY = "Empty"
+EMPTY_MESSAGE = "no VM uses this reservation any more"
+REPLACED = "Replaced: the VM could not get all its required slots while holding this one"
 
 
 def _unique(items, key, what):
@@ -153,7 +160,7 @@ class _Cycle:
 
     def _drop_empty(self):
         for name in empty_reservations(list(self.work.values())):
-            self._delete(name, EMPTY, "no VM uses this reservation any more")
+            self._delete(name, EMPTY, EMPTY_MESSAGE)
 
     def _zone(self, vm):
         if vm.az:
@@ -206,9 +213,15 @@ class _Cycle:
         needs = trait_needs(vm.extra_specs)
         queue = queues.setdefault(az, ShareQueue())
         missing = need.required - need.held
-        path = search_slots(missing, lambda: self._options(vm, az, needs, queue, picker),
-                            lambda option: self._try(vm, option, picker),
-                            lambda option: self._untry(vm, option, picker))
+        path = self._search(vm, missing, (), az, needs, queue, picker)
+        complete = len(path) == missing
+        former = sorted(self.graph.reservations_of(vm.uuid))
+        if not complete and former:
+            fresh = self._search_afresh(vm, need.required, former, az, needs, queue, picker)
+            if len(fresh) == need.required:
+                kept = [("share", name) for name in former if ("share", name) in fresh]
+                self._leave(vm, [name for name in former if ("share", name) not in kept], queue)
+                path, complete = [option for option in fresh if option not in kept], True
         for kind, target in path:
             if kind == "share":
                 res = self.work[target]
@@ -220,17 +233,45 @@ class _Cycle:
             else:
                 queue.add(self._create(vm, az, target), 1)
                 picker.used(target)
-        return None if len(path) == missing else picker.explain(vm, az, needs)
+        return None if complete else picker.explain(vm, az, needs)
 
-    def _options(self, vm, az, needs, queue, picker):
-        """Choices for the VM's next slot: shared reservations (most shared first), then new."""
+    def _search(self, vm, missing, former, az, needs, queue, picker):
+        """Best sequence of at most ``missing`` slot options for ``vm`` (see slot_search)."""
+        return search_slots(missing, lambda: self._options(vm, az, needs, queue, picker, former),
+                            lambda option: self._try(vm, option, picker),
+                            lambda option: self._untry(vm, option, picker))
+
+    def _search_afresh(self, vm, required, former, az, needs, queue, picker):
+        """``required`` options for ``vm`` found as if it held none of ``former``; state unchanged."""
+        for name in former:
+            self.graph.unlink(vm.uuid, name)
+        path = self._search(vm, required, former, az, needs, queue, picker)
+        for name in former:
+            self.graph.link(vm.uuid, name)
+        return path
+
+    def _leave(self, vm, names, queue):
+        """Take ``vm`` out of reservations ``names``, deleting those left empty."""
+        for name in names:
+            res = self.work[name]
+            self.graph.unlink(vm.uuid, name)
+            self._apply_removals([Removal(name, vm.uuid, res.allocations[vm.uuid], REPLACED)])
+            if res.allocations:
+                queue.resize(name, len(res.allocations))
+            else:
+                queue.remove(name)
+                self._delete(name, EMPTY, EMPTY_MESSAGE)
+
+    def _options(self, vm, az, needs, queue, picker, former):
+        """Choices for the VM's next slot: ``former`` reservations (in order), shared reservations
+        (most shared first), then new."""
         free_of_traits = not needs.required and not needs.forbidden
+        for name in former:
+            if self._may_join(vm, name, needs, free_of_traits):
+                yield "share", name
         offered = 0
         for name in queue:
-            res = self.work[name]
-            if vm_fits(vm, res.resources) and (
-                    free_of_traits or host_satisfies(self.hv[res.host].traits, needs)) \
-                    and self.graph.can_join(vm.uuid, name):
+            if name not in former and self._may_join(vm, name, needs, free_of_traits):
                 yield "share", name
                 offered += 1
                 if offered == BRANCH_LIMIT:
@@ -238,6 +279,12 @@ class _Cycle:
         host = picker.pick(vm, az, needs)
         if host is not None:
             yield "new", host
+
+    def _may_join(self, vm, name, needs, free_of_traits):
+        res = self.work[name]
+        return vm_fits(vm, res.resources) and (
+            free_of_traits or host_satisfies(self.hv[res.host].traits, needs)) \
+            and self.graph.can_join(vm.uuid, name)
 
     def _try(self, vm, option, picker):
         kind, target = option

@@ -14,6 +14,7 @@ Backends raise errors of ``plugins.module_utils.errors`` or let their library's 
 """
 import copy
 import fnmatch
+import math
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, NotSupported, redact)
@@ -82,7 +83,7 @@ def _to_ratio(value):
         number = float(value)
     except ValueError:
         raise ValueError("must be a positive number") from None
-    if not number > 0:
+    if math.isnan(number) or number <= 0:
         raise ValueError("must be a positive number")
     return number
 

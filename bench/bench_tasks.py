@@ -1,0 +1,553 @@
+"""Wall time of real Ansible tasks: resilient.virt against community.libvirt and ansible.builtin.ping.
+
+Everything runs in one go against the lab (``python3 lab/lab.py up``), so the ratios compare
+numbers taken on the same machine at the same time:
+
+1. **Per task** on hypervisor hv1: one playbook per case with ``--tasks`` identical tasks
+   (inventory host with ``ansible_connection: local``, ``gather_facts: false``, ``-f 1``). The
+   wall time of the playbook minus that of an empty playbook, divided by the number of tasks, is
+   the cost of one task; each case runs ``--repeats`` times (cases interleaved) and the median
+   is kept. The equivalent community.libvirt.virt calls are: describe one VM
+   (``vm_info name=X``) vs ``command: status, name: X``; list the VMs (``vm_info``) vs
+   ``command: info``; a no-change ``vm state=running`` on a running VM vs ``state: running``.
+   The list pair is measured again with filler VMs (defined, stopped) to show how it scales
+   with the number of VMs. The test VM is a diskless 64 MiB TCG domain, created before and
+   deleted after.
+2. **Module process**: the AnsiballZ payload of each case, kept with
+   ``ANSIBLE_KEEP_REMOTE_FILES``, is run directly (``--profile-runs`` times): the wall time of
+   the module process alone, and with ``python -X importtime`` the import time split into this
+   collection's code, other libraries, and ansible + standard library.
+3. **Outage**: libvirtd of hv2 is killed (``Lab.stop``) and ``vm_info`` tasks with
+   ``ignore_errors`` run against it, with the circuit breaker on (failure_threshold 3,
+   reset_timeout 60s) and off (failure_threshold 1000000), both with retry_preset ``default``
+   and a fresh SQLite state store each; hv2 is restarted afterwards, whatever happens. The
+   breaker's counters in the store give the provider attempts (``failures_total``: every
+   attempt reached the dead provider and failed) and the calls it refused. With the breaker
+   off every task pays the full retry backoff, so only ``--outage-off-tasks`` tasks run and the
+   total for ``--outage-tasks`` is projected from them (each task is independent: same
+   attempts, same waits).
+
+    python3 bench/bench_tasks.py [--lab-dir DIR] [--quick] [--json PATH]
+
+Prints markdown tables with the targets and pass/fail; exits 0 when the bench ran (a missed
+target is reported, not an error) and 1 when it could not run.
+"""
+import argparse
+import glob
+import importlib.util
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COLLECTIONS = os.path.join(ROOT, ".build", "collections")
+DEFAULT_LAB_DIR = os.path.join(ROOT, "lab", "run")
+VM_NAME = "bench-tasks-vm"
+FILLER_PREFIX = "bench-tasks-fill-"
+BREAKER_ON = {"retry_preset": "default", "failure_threshold": 3, "reset_timeout": "60s"}
+BREAKER_OFF = {"retry_preset": "default", "failure_threshold": 1000000}
+TARGET_RATIO_PEER = 1.25    # a resilient.virt task costs at most 25 % more than the peer's
+TARGET_OUTAGE_SPEEDUP = 5.0  # breaker on: the outage costs at least 5x less time than off
+PLAYBOOK_TIMEOUT = 1800
+
+
+class BenchError(Exception):
+    """The bench could not run; the message says why and what to do."""
+
+
+def _import_path():
+    """Make ``ansible_collections.resilient.virt`` importable from this checkout."""
+    link = os.path.join(COLLECTIONS, "ansible_collections", "resilient", "virt")
+    if not os.path.islink(link):
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        os.symlink(ROOT, link)
+    if COLLECTIONS not in sys.path:
+        sys.path.insert(0, COLLECTIONS)
+
+
+def _load_lab_module():
+    spec = importlib.util.spec_from_file_location("lab_lab", os.path.join(ROOT, "lab", "lab.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_import_path()
+
+from ansible_collections.resilient.virt.plugins.module_utils.circuit_breaker import (  # noqa: E402
+    get_breaker_snapshot)
+from ansible_collections.resilient.virt.plugins.module_utils.errors import NotFound  # noqa: E402
+from ansible_collections.resilient.virt.plugins.module_utils.providers.libvirt_backend import (  # noqa: E402
+    LibvirtProvider)
+from ansible_collections.resilient.virt.plugins.module_utils.state_store import (  # noqa: E402
+    open_store)
+
+
+# ---------------------------------------------------------------- running playbooks
+
+class Runner:
+    """Writes JSON playbooks (valid YAML) in a work directory and times ansible-playbook."""
+
+    def __init__(self, workdir):
+        self.workdir = workdir
+        self.inventory = os.path.join(workdir, "inventory.json")
+        _write_json(self.inventory, {"all": {"hosts": {"bench": {
+            "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}})
+        local = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+        self.command = local if os.access(local, os.X_OK) else shutil.which("ansible-playbook")
+        if self.command is None:
+            raise BenchError("ansible-playbook not found: pip install ansible-core")
+        # RESILIENT_VIRT_* settings of the caller would change what is measured: drop them
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("RESILIENT_VIRT_")}
+        self.env.update(
+            ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_LOCALHOST_WARNING="false",
+            ANSIBLE_INVENTORY_UNPARSED_WARNING="false", ANSIBLE_NOCOWS="1", ANSIBLE_NOCOLOR="1",
+            ANSIBLE_RETRY_FILES_ENABLED="false",
+            ANSIBLE_REMOTE_TMP=os.path.join(workdir, "remote-tmp"))
+
+    def write(self, name, tasks):
+        path = os.path.join(self.workdir, name + ".yml")
+        _write_json(path, [{"name": name, "hosts": "bench", "gather_facts": False,
+                            "tasks": tasks}])
+        return path
+
+    def run(self, path, env=None):
+        """(wall seconds, PLAY RECAP counters) of one ansible-playbook run; BenchError if it fails."""
+        started = time.perf_counter()
+        proc = subprocess.run([self.command, "-i", self.inventory, "-f", "1", path],
+                              cwd=self.workdir, env=dict(self.env, **(env or {})),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=PLAYBOOK_TIMEOUT)
+        took = time.perf_counter() - started
+        if proc.returncode != 0:
+            raise BenchError("%s failed (exit %d):\n%s" % (os.path.basename(path), proc.returncode,
+                                                           proc.stdout[-3000:]))
+        recap = dict((k, int(v)) for k, v in re.findall(r"\b(ok|changed|failed|ignored)=(\d+)",
+                                                         proc.stdout))
+        return took, recap
+
+
+def _write_json(path, data):
+    with open(path, "w") as handle:
+        json.dump(data, handle, indent=1)
+
+
+# ---------------------------------------------------------------- cases
+
+def _cases(hv, store_url, with_peer):
+    """{case: (label, module, args, expect_no_change)} of the per-task comparison on ``hv``."""
+    provider = {"type": "libvirt", "name": hv["name"], "uri": hv["uri"]}
+    cases = {
+        "ping": ("ansible.builtin.ping", "ansible.builtin.ping", {}, False),
+        "ours_describe": ("vm_info name=%s" % VM_NAME, "resilient.virt.vm_info",
+                          {"provider": provider, "name": VM_NAME, "state_store": store_url}, False),
+        "ours_list": ("vm_info (list)", "resilient.virt.vm_info",
+                      {"provider": provider, "state_store": store_url}, False),
+        "ours_running": ("vm state=running (no change)", "resilient.virt.vm",
+                         {"provider": provider, "name": VM_NAME, "state": "running",
+                          "state_store": store_url}, True),
+    }
+    if with_peer:
+        cases.update({
+            "peer_describe": ("virt command=status name=%s" % VM_NAME, "community.libvirt.virt",
+                              {"uri": hv["uri"], "name": VM_NAME, "command": "status"}, False),
+            "peer_list": ("virt command=info", "community.libvirt.virt",
+                          {"uri": hv["uri"], "command": "info"}, False),
+            "peer_running": ("virt state=running (no change)", "community.libvirt.virt",
+                             {"uri": hv["uri"], "name": VM_NAME, "state": "running"}, True),
+        })
+    return cases
+
+
+PAIRS = (("describe one VM", "ours_describe", "peer_describe"),
+         ("list VMs", "ours_list", "peer_list"),
+         ("state=running, already running", "ours_running", "peer_running"))
+
+
+def _tasks(module, args, count):
+    return [{"name": "task %d" % (i + 1), module: dict(args)} for i in range(count)]
+
+
+def measure_per_task(runner, cases, count, repeats, tag=""):
+    """{case: seconds per task} (median over ``repeats`` interleaved rounds) and the raw walls."""
+    paths = {"empty": runner.write("empty" + tag, [])}
+    for case, (_label, module, args, _same) in cases.items():
+        paths[case] = runner.write(case + tag, _tasks(module, args, count))
+    walls = {case: [] for case in paths}
+    order = list(paths)
+    for round_no in range(repeats):
+        shift = round_no % len(order)  # a different case starts each round
+        for case in order[shift:] + order[:shift]:
+            took, recap = runner.run(paths[case])
+            if case != "empty" and cases[case][3] and recap.get("changed", 0):
+                raise BenchError("%s reported changed=%d: the test VM was not running, so this "
+                                 "is not a no-change task" % (case, recap["changed"]))
+            walls[case].append(took)
+    empty = statistics.median(walls["empty"])
+    per_task = {case: (statistics.median(w) - empty) / count
+                for case, w in walls.items() if case != "empty"}
+    return per_task, walls
+
+
+# ---------------------------------------------------------------- module process profile
+
+_IMPORT_LINE = re.compile(r"import time:\s+(\d+) \|\s+\d+ \|\s*(\S+)")
+
+
+def _import_groups(stderr):
+    """Self import time (ms) per group: this collection, other libraries, ansible + stdlib."""
+    stdlib = getattr(sys, "stdlib_module_names", frozenset())
+    groups = {"collection": 0.0, "libraries": 0.0, "ansible_stdlib": 0.0}
+    for micros, name in _IMPORT_LINE.findall(stderr):
+        top = name.split(".")[0]
+        if top == "ansible_collections":
+            group = "collection"
+        elif top == "ansible" or top in stdlib or top.startswith("_") and top[1:] in stdlib \
+                or top in ("encodings", "zipimport", "sitecustomize"):
+            group = "ansible_stdlib"
+        else:
+            group = "libraries"
+        groups[group] += int(micros) / 1000.0
+    groups["total"] = sum(groups.values())
+    return groups
+
+
+def _kept_payload(runner, case, module, args):
+    """Run one task keeping its AnsiballZ file; return the file's path."""
+    keep = os.path.join(runner.workdir, "keep", case)
+    os.makedirs(keep, exist_ok=True)
+    runner.run(runner.write("keep-" + case, _tasks(module, args, 1)),
+               env={"ANSIBLE_KEEP_REMOTE_FILES": "1", "ANSIBLE_REMOTE_TMP": keep})
+    found = glob.glob(os.path.join(keep, "*", "AnsiballZ_*.py"))
+    if len(found) != 1:
+        raise BenchError("expected one kept AnsiballZ file in %s, found %d" % (keep, len(found)))
+    return found[0]
+
+
+def _run_payload(path, importtime):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RESILIENT_VIRT_")}
+    command = [sys.executable] + (["-X", "importtime"] if importtime else []) + [path]
+    started = time.perf_counter()
+    proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=env, cwd=os.path.dirname(path), timeout=300)
+    took = time.perf_counter() - started
+    if proc.returncode != 0 or '"failed": true' in proc.stdout:
+        raise BenchError("module payload %s failed:\n%s%s" % (path, proc.stdout[-2000:],
+                                                              proc.stderr[-2000:]))
+    return took, proc.stderr
+
+
+def measure_module_process(runner, cases, runs):
+    """{case: module process wall (ms), payload size and import split} over ``runs`` runs."""
+    result = {}
+    for case, (_label, module, args, _same) in cases.items():
+        path = _kept_payload(runner, case, module, args)
+        walls, splits = [], []
+        for _ in range(runs):
+            walls.append(_run_payload(path, False)[0] * 1000.0)
+            splits.append(_import_groups(_run_payload(path, True)[1]))
+        result[case] = {
+            "median_ms": statistics.median(walls),
+            "payload_kb": os.path.getsize(path) / 1024.0,
+            "imports_ms": {k: statistics.median(s[k] for s in splits) for k in splits[0]},
+        }
+    return result
+
+
+# ---------------------------------------------------------------- lab and VMs
+
+def _lab(lab_dir):
+    try:
+        with open(os.path.join(lab_dir, "lab.json")) as handle:
+            state = json.load(handle)
+    except OSError as exc:
+        raise BenchError("no lab in %s (%s): run `python3 lab/lab.py up --run-dir %s` first"
+                         % (lab_dir, exc.strerror, lab_dir))
+    hypervisors = dict((hv["name"], hv) for hv in state["hypervisors"])
+    missing = [n for n in ("hv1", "hv2") if n not in hypervisors]
+    if missing:
+        raise BenchError("the lab in %s lacks %s: run `python3 lab/lab.py up --count 2`"
+                         % (lab_dir, ", ".join(missing)))
+    return hypervisors
+
+
+def _provider(hv):
+    return LibvirtProvider({"type": "libvirt", "name": hv["name"], "uri": hv["uri"]})
+
+
+def _delete_quietly(provider, names):
+    for name in names:
+        try:
+            provider.delete(name)
+        except NotFound:
+            pass
+
+
+def _set_fillers(hv, count):
+    """Make exactly ``count`` stopped filler VMs exist on ``hv``."""
+    provider = _provider(hv)
+    try:
+        existing = sorted(vm["name"] for vm in provider.list_vms()
+                          if vm["name"].startswith(FILLER_PREFIX))
+        wanted = ["%s%02d" % (FILLER_PREFIX, i + 1) for i in range(count)]
+        _delete_quietly(provider, [n for n in existing if n not in wanted])
+        for name in wanted:
+            if name not in existing:
+                provider.create({"name": name, "vcpus": 1, "memory_mb": 64})
+        return len(provider.list_vms())
+    finally:
+        provider.close()
+
+
+def _vm_task(hv, store_url, state):
+    args = {"provider": {"type": "libvirt", "name": hv["name"], "uri": hv["uri"]},
+            "name": VM_NAME, "state": state, "state_store": store_url}
+    if state != "absent":
+        args.update(vcpus=1, memory_mb=64)
+    return _tasks("resilient.virt.vm", args, 1)
+
+
+# ---------------------------------------------------------------- outage
+
+def _breaker_counts(store_url, name):
+    store = open_store(store_url, environ={})
+    try:
+        snap = get_breaker_snapshot(store, name) or {}
+    finally:
+        store.close()
+    return {k: snap.get(k, 0) for k in ("failures_total", "rejected_total", "opened_total")}
+
+
+def _outage_case(runner, hv, resilience, tasks, label):
+    store_url = "sqlite:///" + os.path.join(runner.workdir, "outage-%s.db" % label)
+    args = {"provider": {"type": "libvirt", "name": hv["name"], "uri": hv["uri"]},
+            "name": VM_NAME, "state_store": store_url, "resilience": resilience}
+    path = runner.write("outage-" + label, [dict(t, ignore_errors=True)
+                                            for t in _tasks("resilient.virt.vm_info", args,
+                                                            tasks)])
+    took, recap = runner.run(path)
+    result = {"tasks": tasks, "seconds": took, "failed_tasks": recap.get("ignored", 0),
+              "resilience": resilience}
+    result.update(_breaker_counts(store_url, "libvirt:" + hv["name"]))
+    return result
+
+
+def measure_outage(runner, lab_dir, hv, tasks, off_tasks, baseline):
+    """Breaker on vs off on a killed hypervisor; hv is restarted before returning."""
+    lab = _load_lab_module().Lab(lab_dir)
+    if lab.hypervisor(hv["name"]).state() != "running":
+        raise BenchError("%s is not running; run `python3 lab/lab.py up --run-dir %s`"
+                         % (hv["name"], lab_dir))
+    lab.stop(hv["name"])
+    try:
+        on = _outage_case(runner, hv, BREAKER_ON, tasks, "on")
+        off = _outage_case(runner, hv, BREAKER_OFF, off_tasks, "off")
+    finally:
+        started = time.perf_counter()
+        lab.start(hv["name"])
+        restart = time.perf_counter() - started
+    off["projected_tasks"] = tasks
+    off["projected_seconds"] = baseline + (off["seconds"] - baseline) * tasks / off_tasks
+    off["projected_attempts"] = off["failures_total"] * tasks / off_tasks
+    return {"hypervisor": hv["name"], "on": on, "off": off, "restart_seconds": restart,
+            "speedup": off["projected_seconds"] / on["seconds"]}
+
+
+# ---------------------------------------------------------------- report
+
+def _targets(per_task, outage):
+    rows = []
+    for label, ours, peer in PAIRS:
+        if peer in per_task:
+            ratio = per_task[ours] / per_task[peer]
+            rows.append({"name": "%s: resilient.virt / community.libvirt per task" % label,
+                         "target": "<= %.2f" % TARGET_RATIO_PEER, "measured": round(ratio, 2),
+                         "passed": ratio <= TARGET_RATIO_PEER})
+    if outage:
+        rows.append({"name": "outage: breaker off / on, total wall time",
+                     "target": ">= %g" % TARGET_OUTAGE_SPEEDUP,
+                     "measured": round(outage["speedup"], 1),
+                     "passed": outage["speedup"] >= TARGET_OUTAGE_SPEEDUP})
+        threshold = BREAKER_ON["failure_threshold"]
+        attempts = outage["on"]["failures_total"]
+        rows.append({"name": "outage: provider attempts with the breaker on",
+                     "target": "<= %d (failure_threshold)" % threshold, "measured": attempts,
+                     "passed": attempts <= threshold})
+    return rows
+
+
+def _ratio(a, b):
+    return "%.2f" % (a / b) if b > 0 else "n/a"
+
+
+def print_report(result):
+    s = result["settings"]
+    per_task, scale = result["per_task"], result["scaling"]
+    print("Per task on %s: %d tasks per playbook, median of %d runs, minus an empty playbook "
+          "(%.2f s); %d VM(s) on the hypervisor\n"
+          % (s["hypervisor"], s["tasks"], s["repeats"], result["baseline_seconds"],
+             s["vms_on_hypervisor"]))
+    ping = per_task["ping"]
+    print("| operation | resilient.virt | s/task | community.libvirt.virt | s/task | "
+          "ours / peer | ours / ping | ours - ping |")
+    print("|---|---|---:|---|---:|---:|---:|---:|")
+    print("| reference | | | | | | ansible.builtin.ping: %.3f s | |" % ping)
+    for label, ours, peer in PAIRS:
+        peer_label, peer_s = (result["cases"][peer], "%.3f" % per_task[peer]) \
+            if peer in per_task else ("not measured: " + s["peer_note"], "")
+        print("| %s | %s | %.3f | %s | %s | %s | %s | %+.0f ms |" % (
+            label, result["cases"][ours], per_task[ours], peer_label, peer_s,
+            _ratio(per_task[ours], per_task.get(peer, 0)), _ratio(per_task[ours], ping),
+            (per_task[ours] - ping) * 1000.0))
+    if scale:
+        print("\nList scaling on %s: %d VMs vs %d\n" % (s["hypervisor"], scale["vms"],
+                                                        s["vms_on_hypervisor"]))
+        print("| case | s/task, %d VMs | s/task, %d VMs | growth | ours / peer at %d VMs |"
+              % (s["vms_on_hypervisor"], scale["vms"], scale["vms"]))
+        print("|---|---:|---:|---:|---:|")
+        for case in ("ours_list", "peer_list"):
+            if case in scale["per_task"]:
+                print("| %s | %.3f | %.3f | %s | %s |" % (
+                    result["cases"][case], per_task[case], scale["per_task"][case],
+                    _ratio(scale["per_task"][case], per_task[case]),
+                    _ratio(scale["per_task"]["ours_list"], scale["per_task"].get("peer_list", 0))
+                    if case == "ours_list" else ""))
+    profile = result["module_process"]
+    if profile:
+        print("\nModule process alone (AnsiballZ payload run directly, median of %d): wall time "
+              "and self import time by origin\n" % s["profile_runs"])
+        print("| case | module process | payload | imports | this collection | other libraries"
+              " | ansible + stdlib |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for case, row in profile.items():
+            imp = row["imports_ms"]
+            print("| %s | %.0f ms | %.0f KiB | %.0f ms | %.1f ms | %.1f ms | %.0f ms |" % (
+                result["cases"][case], row["median_ms"], row["payload_kb"], imp["total"],
+                imp["collection"], imp["libraries"], imp["ansible_stdlib"]))
+    outage = result["outage"]
+    if outage:
+        on, off = outage["on"], outage["off"]
+        print("\nOutage: libvirtd of %s killed, vm_info tasks with ignore_errors, retry_preset "
+              "default (5 attempts, 0.5 s base, x2: 7.5 s of waits per call without breaker)\n"
+              % outage["hypervisor"])
+        print("| breaker | tasks | wall time | per task | tasks failed | provider attempts | "
+              "refused by breaker | times opened |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        print("| on (failure_threshold 3, reset_timeout 60s) | %d | %.1f s | %.2f s | %d | %d | "
+              "%d | %d |" % (on["tasks"], on["seconds"], on["seconds"] / on["tasks"],
+                             on["failed_tasks"], on["failures_total"], on["rejected_total"],
+                             on["opened_total"]))
+        print("| off (failure_threshold 1000000), measured | %d | %.1f s | %.2f s | %d | %d | %d "
+              "| %d |" % (off["tasks"], off["seconds"], off["seconds"] / off["tasks"],
+                          off["failed_tasks"], off["failures_total"], off["rejected_total"],
+                          off["opened_total"]))
+        print("| off, projected to %d tasks | %d | %.0f s | | | %.0f | | |" % (
+            off["projected_tasks"], off["projected_tasks"], off["projected_seconds"],
+            off["projected_attempts"]))
+        print("\nBreaker off / on: %.1fx the wall time. %s restarted in %.1f s."
+              % (outage["speedup"], outage["hypervisor"], outage["restart_seconds"]))
+    print("\n| target | measured | goal | result |")
+    print("|---|---:|---|---|")
+    for row in result["targets"]:
+        print("| %s | %s | %s | %s |" % (row["name"], row["measured"], row["target"],
+                                         "pass" if row["passed"] else "FAIL"))
+
+
+# ---------------------------------------------------------------- main
+
+def _peer_available():
+    """None when community.libvirt.virt can run here, else why not."""
+    if importlib.util.find_spec("ansible_collections.community.libvirt") is None:
+        return "community.libvirt is not installed (pip install ansible)"
+    if importlib.util.find_spec("lxml") is None:
+        return "community.libvirt.virt needs lxml (pip install lxml)"
+    return None
+
+
+def run(args):
+    hypervisors = _lab(args.lab_dir)
+    hv, down = hypervisors["hv1"], hypervisors["hv2"]
+    workdir = tempfile.mkdtemp(prefix="bench-tasks-")
+    store_url = "sqlite:///" + os.path.join(workdir, "state.db")
+    runner = Runner(workdir)
+    peer_note = _peer_available()
+    cases = _cases(hv, store_url, peer_note is None)
+    result = {"settings": {"hypervisor": hv["name"], "tasks": args.tasks,
+                           "repeats": args.repeats, "profile_runs": args.profile_runs,
+                           "vm": VM_NAME, "peer_note": peer_note,
+                           "python": sys.version.split()[0], "cpus": os.cpu_count()},
+              "cases": {case: c[0] for case, c in cases.items()},
+              "scaling": None, "module_process": None, "outage": None}
+    try:
+        _set_fillers(hv, 0)
+        runner.run(runner.write("create-vm", _vm_task(hv, store_url, "running")))
+        result["settings"]["vms_on_hypervisor"] = _set_fillers(hv, 0)
+        per_task, walls = measure_per_task(runner, cases, args.tasks, args.repeats)
+        result["baseline_seconds"] = statistics.median(walls["empty"])
+        result["per_task"], result["walls"] = per_task, walls
+        if args.profile_runs:
+            result["module_process"] = measure_module_process(runner, cases, args.profile_runs)
+        if args.scale_vms > result["settings"]["vms_on_hypervisor"]:
+            vms = _set_fillers(hv, args.scale_vms - result["settings"]["vms_on_hypervisor"])
+            lists = dict((c, cases[c]) for c in ("ours_list", "peer_list") if c in cases)
+            scaled, scaled_walls = measure_per_task(runner, lists, args.tasks, args.repeats,
+                                                    tag="-scaled")
+            result["scaling"] = {"vms": vms, "per_task": scaled, "walls": scaled_walls}
+            _set_fillers(hv, 0)
+        if args.outage_tasks:
+            result["outage"] = measure_outage(runner, args.lab_dir, down, args.outage_tasks,
+                                              args.outage_off_tasks, result["baseline_seconds"])
+    finally:
+        try:
+            _set_fillers(hv, 0)
+            runner.run(runner.write("delete-vm", _vm_task(hv, store_url, "absent")))
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+    result["targets"] = _targets(result["per_task"], result["outage"])
+    return result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--lab-dir", default=os.environ.get("RESILIENT_VIRT_LAB_DIR",
+                                                            DEFAULT_LAB_DIR))
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer tasks and runs (about a minute and a half)")
+    parser.add_argument("--tasks", type=int, help="tasks per playbook (default 20, quick 8)")
+    parser.add_argument("--repeats", type=int, help="runs per case (default 3, quick 2)")
+    parser.add_argument("--profile-runs", type=int,
+                        help="runs of each module payload, 0 to skip (default 5, quick 3)")
+    parser.add_argument("--scale-vms", type=int,
+                        help="VMs on hv1 for the list scaling, 0 to skip (default 25, quick 10)")
+    parser.add_argument("--outage-tasks", type=int, default=50,
+                        help="tasks against the killed hypervisor, 0 to skip (default 50)")
+    parser.add_argument("--outage-off-tasks", type=int,
+                        help="of which measured with the breaker off (default 10, quick 3)")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    args = parser.parse_args(argv)
+    defaults = {"tasks": (20, 8), "repeats": (3, 2), "profile_runs": (5, 3),
+                "scale_vms": (25, 10), "outage_off_tasks": (10, 3)}
+    for name, (full, quick) in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, quick if args.quick else full)
+    args.outage_off_tasks = max(1, min(args.outage_off_tasks, args.outage_tasks or 1))
+    args.lab_dir = os.path.abspath(args.lab_dir)
+    try:
+        result = run(args)
+    except BenchError as exc:
+        print("bench_tasks: %s" % exc, file=sys.stderr)
+        return 1
+    print_report(result)
+    if args.json:
+        _write_json(args.json, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+"""Run every benchmark of the collection and print one markdown report.
+
+Runs, one after the other, each in its own process:
+
+* ``bench_core.py``: guarded call on SQLite and Redis, import time of the core;
+* ``bench_failover.py``: failover reconcile cycle on growing fleets;
+* ``bench_vsphere.py``: vsphere provider against plain pyVmomi on the simulator it starts;
+* ``bench_tasks.py``: real Ansible tasks against the lab (``--lab-dir``) next to
+  community.libvirt and ansible.builtin.ping, and a hypervisor outage with and without the
+  circuit breaker.
+
+The lab must be up (``python3 lab/lab.py up``; ``make bench`` does it). Every bench's own
+markdown tables are folded into the report, after a summary of the targets.
+
+    python3 bench/run.py [--lab-dir DIR] [--quick] [--json PATH]
+
+Exits 1 when a bench crashed (did not produce its results), 0 otherwise: a missed target is
+shown as FAIL in the report, not turned into an error.
+"""
+import argparse
+import datetime
+import importlib.metadata
+import importlib.util
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+BENCH_TIMEOUT = 3600
+
+# name, title, script, arguments, arguments with --quick
+BENCHES = (
+    ("core", "Resilience core: guarded call and import time", "bench_core.py",
+     [], ["--calls", "1000", "--runs", "7"]),
+    ("failover", "Failover reconcile cycle by fleet size", "bench_failover.py",
+     [], ["--quick"]),
+    ("vsphere", "vSphere provider vs pyVmomi on the simulator", "bench_vsphere.py",
+     [], ["--vms", "10", "--rounds", "10"]),
+    ("tasks", "Ansible tasks vs community.libvirt and ping; outage with and without breaker",
+     "bench_tasks.py", [], ["--quick"]),
+)
+
+
+def _loadavg():
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def _version(distribution):
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _collection_version(name):
+    spec = importlib.util.find_spec("ansible_collections." + name)
+    if spec is None:
+        return "not installed"
+    try:
+        with open(os.path.join(list(spec.submodule_search_locations)[0], "MANIFEST.json")) as f:
+            return json.load(f)["collection_info"]["version"]
+    except (OSError, KeyError, ValueError):
+        return "unknown"
+
+
+def machine():
+    return {"cpus": os.cpu_count(), "python": sys.version.split()[0],
+            "ansible_core": _version("ansible-core"), "ansible": _version("ansible"),
+            "community_libvirt": _collection_version("community.libvirt"),
+            "libvirt_python": _version("libvirt-python"), "pyvmomi": _version("pyvmomi")}
+
+
+def _shown(argument):
+    """``argument`` with a path inside the checkout made relative to it, for the report."""
+    if os.path.isabs(argument) and argument.startswith(ROOT + os.sep):
+        return os.path.relpath(argument, ROOT)
+    return argument
+
+
+def run_bench(script, arguments, workdir):
+    """Run one bench; return its record (status ok|targets missed|crashed, output, results)."""
+    json_path = os.path.join(workdir, os.path.splitext(script)[0] + ".json")
+    command = [sys.executable, os.path.join(HERE, script)] + arguments + ["--json", json_path]
+    shown = ["python3", "bench/" + script] + [_shown(a) for a in arguments]
+    record = {"command": " ".join(shlex.quote(a) for a in shown), "load_before": _loadavg()}
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, cwd=ROOT, timeout=BENCH_TIMEOUT)
+        exit_code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        exit_code, stdout = None, exc.stdout or ""
+        stderr = "timed out after %d s" % BENCH_TIMEOUT
+        stdout = stdout.decode() if isinstance(stdout, bytes) else stdout
+    record.update(seconds=round(time.perf_counter() - started, 1), exit_code=exit_code,
+                  load_after=_loadavg(), output=stdout.strip(), stderr_tail=stderr[-4000:])
+    try:
+        with open(json_path) as handle:
+            record["result"] = json.load(handle)
+    except (OSError, ValueError):
+        record["result"] = None
+    if record["result"] is None or exit_code not in (0, 1):
+        record["status"] = "crashed"
+    else:  # bench_core exits 1 when it misses a target, after writing its results
+        record["status"] = "ok" if exit_code == 0 else "targets missed"
+    return record
+
+
+def targets(records):
+    """Every target of every bench: bench, name, measured, goal, passed."""
+    rows = []
+    core = (records.get("core") or {}).get("result") or {}
+    for row in core.get("rows", []):
+        if row.get("target_ms") is not None:
+            rows.append({"bench": "core", "name": row["case"],
+                         "measured": "%.3f ms" % row["median_ms"],
+                         "goal": "< %g ms" % row["target_ms"], "passed": row["passed"]})
+    tasks = (records.get("tasks") or {}).get("result") or {}
+    for row in tasks.get("targets", []):
+        rows.append({"bench": "tasks", "name": row["name"], "measured": str(row["measured"]),
+                     "goal": row["target"], "passed": row["passed"]})
+    return rows
+
+
+def headlines(records):
+    """A few ratios and scaling figures drawn from the benches' results."""
+    lines = []
+    tasks = (records.get("tasks") or {}).get("result") or {}
+    per_task = tasks.get("per_task") or {}
+    for label, ours, peer in (("describe", "ours_describe", "peer_describe"),
+                              ("list", "ours_list", "peer_list"),
+                              ("no-change state=running", "ours_running", "peer_running")):
+        if ours in per_task and peer in per_task and "ping" in per_task:
+            lines.append("Task, %s: %.3f s, %.2fx community.libvirt.virt, %.2fx ping"
+                         % (label, per_task[ours], per_task[ours] / per_task[peer],
+                            per_task[ours] / per_task["ping"]))
+    scaling = tasks.get("scaling")
+    if scaling and "ours_list" in per_task:
+        lines.append("Task, list at %d VMs vs %d: resilient.virt %.2fx, community.libvirt %s"
+                     % (scaling["vms"], tasks["settings"]["vms_on_hypervisor"],
+                        scaling["per_task"]["ours_list"] / per_task["ours_list"],
+                        "%.2fx" % (scaling["per_task"]["peer_list"] / per_task["peer_list"])
+                        if "peer_list" in scaling["per_task"] else "not measured"))
+    outage = tasks.get("outage")
+    if outage:
+        lines.append("Outage, %d tasks on a dead hypervisor: %.1f s with the breaker, %.0f s "
+                     "without (%.1fx), %d provider attempts vs %.0f"
+                     % (outage["on"]["tasks"], outage["on"]["seconds"],
+                        outage["off"]["projected_seconds"], outage["speedup"],
+                        outage["on"]["failures_total"], outage["off"]["projected_attempts"]))
+    fleets = (records.get("failover") or {}).get("result") or {}
+    rows = fleets.get("rows") or []
+    if len(rows) > 1 and "scaling" in rows[-1]:
+        lines.append("Failover cycle: %d VMs in %.2f s; time per VM %.2fx that of %d VMs"
+                     % (rows[-1]["vms"], rows[-1]["seconds_first_cycle"], rows[-1]["scaling"],
+                        rows[0]["vms"]))
+    vsphere = (records.get("vsphere") or {}).get("result") or []
+    medians = dict(((r["operation"], r["how"]), r["median_ms"]) for r in vsphere)
+    for operation in ("describe", "list_vms", "list_hypervisors"):
+        guarded = medians.get((operation, "guarded"))
+        raw = medians.get((operation, "raw attributes"))
+        floor = medians.get((operation, "raw collector"))
+        if guarded and raw and floor:
+            lines.append("vSphere %s: guarded %.1f ms, %.2fx plain pyVmomi attributes, %.2fx a "
+                         "hand-written PropertyCollector" % (operation, guarded, guarded / raw,
+                                                             guarded / floor))
+    return lines
+
+
+def report(records, meta):
+    out = ["# resilient.virt benchmarks", ""]
+    out.append("%s; %s CPUs; Python %s, ansible-core %s, ansible %s (community.libvirt %s), "
+               "libvirt-python %s, pyvmomi %s; load average at start %s. Command: `%s`."
+               % (meta["started"], meta["cpus"], meta["python"], meta["ansible_core"],
+                  meta["ansible"], meta["community_libvirt"], meta["libvirt_python"],
+                  meta["pyvmomi"], meta["load_start"], meta["command"]))
+    out += ["", "| bench | status | time | load before -> after |", "|---|---|---:|---|"]
+    for name, record in records.items():
+        out.append("| %s | %s | %.0f s | %s -> %s |" % (
+            name, record["status"], record["seconds"],
+            (record["load_before"] or ["?"])[0], (record["load_after"] or ["?"])[0]))
+    rows = targets(records)
+    if rows:
+        out += ["", "| bench | target | measured | goal | result |", "|---|---|---:|---|---|"]
+        out += ["| %s | %s | %s | %s | %s |" % (r["bench"], r["name"], r["measured"], r["goal"],
+                                                 "pass" if r["passed"] else "FAIL")
+                for r in rows]
+    lines = headlines(records)
+    if lines:
+        out += [""] + ["- " + line for line in lines]
+    for name, title, _script, _full, _quick in BENCHES:
+        record = records.get(name)
+        if record is None:
+            continue
+        out += ["", "## %s (`%s`)" % (title, record["command"]), ""]
+        if record["output"]:
+            out.append(record["output"])
+        if record["status"] == "crashed":
+            out += ["", "CRASHED (exit %s):" % record["exit_code"], "", "```",
+                    record["stderr_tail"].strip(), "```"]
+    return "\n".join(out)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--lab-dir", default=os.environ.get(
+        "RESILIENT_VIRT_LAB_DIR", os.path.join(ROOT, "lab", "run")), help="lab run directory")
+    parser.add_argument("--quick", action="store_true", help="short run (about 3 minutes)")
+    parser.add_argument("--only", action="append", choices=[b[0] for b in BENCHES],
+                        help="run only this bench (repeatable)")
+    parser.add_argument("--json", metavar="PATH", help="also write every number as JSON")
+    args = parser.parse_args(argv)
+    meta = machine()
+    meta.update(started=datetime.datetime.now(datetime.timezone.utc).strftime(
+        "%Y-%m-%d %H:%M UTC"), load_start=_loadavg(),
+        command=" ".join(["python3", "bench/run.py"] + [
+            _shown(a) for a in (sys.argv[1:] if argv is None else argv)]))
+    records = {}
+    with tempfile.TemporaryDirectory(prefix="bench-run-") as workdir:
+        for name, _title, script, full, quick in BENCHES:
+            if args.only and name not in args.only:
+                continue
+            arguments = list(quick if args.quick else full)
+            if name == "tasks":
+                arguments += ["--lab-dir", os.path.abspath(args.lab_dir)]
+            print("bench %s ..." % name, end=" ", file=sys.stderr, flush=True)
+            records[name] = run_bench(script, arguments, workdir)
+            print("%s in %.0f s" % (records[name]["status"], records[name]["seconds"]),
+                  file=sys.stderr, flush=True)
+    print(report(records, meta))
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"meta": meta, "benches": records, "targets": targets(records)}, handle,
+                      indent=2)
+    return 1 if any(r["status"] == "crashed" for r in records.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
