@@ -38,6 +38,7 @@ import importlib.util
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -118,19 +119,31 @@ class Runner:
         return path
 
     def run(self, path, env=None):
-        """(wall seconds, PLAY RECAP counters) of one ansible-playbook run; BenchError if it fails."""
+        """(wall s, CPU s, PLAY RECAP counters) of one ansible-playbook run; BenchError if it fails.
+
+        The CPU time is user + system time of ansible-playbook and every process it waited
+        for (workers, module processes): unlike the wall time, it hardly moves when other
+        programs compete for the CPUs. libvirtd's own work is not in it.
+        """
+        cpu_before = _children_cpu()
         started = time.perf_counter()
         proc = subprocess.run([self.command, "-i", self.inventory, "-f", "1", path],
                               cwd=self.workdir, env=dict(self.env, **(env or {})),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               timeout=PLAYBOOK_TIMEOUT)
         took = time.perf_counter() - started
+        cpu = _children_cpu() - cpu_before
         if proc.returncode != 0:
             raise BenchError("%s failed (exit %d):\n%s" % (os.path.basename(path), proc.returncode,
                                                            proc.stdout[-3000:]))
         recap = dict((k, int(v)) for k, v in re.findall(r"\b(ok|changed|failed|ignored)=(\d+)",
                                                          proc.stdout))
-        return took, recap
+        return took, cpu, recap
+
+
+def _children_cpu():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _write_json(path, data):
@@ -175,24 +188,27 @@ def _tasks(module, args, count):
 
 
 def measure_per_task(runner, cases, count, repeats, tag=""):
-    """{case: seconds per task} (median over ``repeats`` interleaved rounds) and the raw walls."""
+    """Per task seconds: ({case: wall}, {case: CPU}), medians over ``repeats`` interleaved
+    rounds minus the empty playbook, and the raw {case: [(wall, cpu), ...]}."""
     paths = {"empty": runner.write("empty" + tag, [])}
     for case, (_label, module, args, _same) in cases.items():
         paths[case] = runner.write(case + tag, _tasks(module, args, count))
-    walls = {case: [] for case in paths}
+    samples = {case: [] for case in paths}
     order = list(paths)
     for round_no in range(repeats):
         shift = round_no % len(order)  # a different case starts each round
         for case in order[shift:] + order[:shift]:
-            took, recap = runner.run(paths[case])
+            took, cpu, recap = runner.run(paths[case])
             if case != "empty" and cases[case][3] and recap.get("changed", 0):
                 raise BenchError("%s reported changed=%d: the test VM was not running, so this "
                                  "is not a no-change task" % (case, recap["changed"]))
-            walls[case].append(took)
-    empty = statistics.median(walls["empty"])
-    per_task = {case: (statistics.median(w) - empty) / count
-                for case, w in walls.items() if case != "empty"}
-    return per_task, walls
+            samples[case].append((took, cpu))
+    per_task = []
+    for index in (0, 1):
+        empty = statistics.median(s[index] for s in samples["empty"])
+        per_task.append({case: (statistics.median(x[index] for x in s) - empty) / count
+                         for case, s in samples.items() if case != "empty"})
+    return per_task[0], per_task[1], samples
 
 
 # ---------------------------------------------------------------- module process profile
@@ -331,7 +347,7 @@ def _outage_case(runner, hv, resilience, tasks, label):
     path = runner.write("outage-" + label, [dict(t, ignore_errors=True)
                                             for t in _tasks("resilient.virt.vm_info", args,
                                                             tasks)])
-    took, recap = runner.run(path)
+    took, _cpu, recap = runner.run(path)
     result = {"tasks": tasks, "seconds": took, "failed_tasks": recap.get("ignored", 0),
               "resilience": resilience}
     result.update(_breaker_counts(store_url, "libvirt:" + hv["name"]))
@@ -366,7 +382,7 @@ def _targets(per_task, outage):
     for label, ours, peer in PAIRS:
         if peer in per_task:
             ratio = per_task[ours] / per_task[peer]
-            rows.append({"name": "%s: resilient.virt / community.libvirt per task" % label,
+            rows.append({"name": "%s: resilient.virt / community.libvirt, wall per task" % label,
                          "target": "<= %.2f" % TARGET_RATIO_PEER, "measured": round(ratio, 2),
                          "passed": ratio <= TARGET_RATIO_PEER})
     if outage:
@@ -386,72 +402,91 @@ def _ratio(a, b):
     return "%.2f" % (a / b) if b > 0 else "n/a"
 
 
-def print_report(result):
+def _print_per_task(result):
     s = result["settings"]
-    per_task, scale = result["per_task"], result["scaling"]
-    print("Per task on %s: %d tasks per playbook, median of %d runs, minus an empty playbook "
-          "(%.2f s); %d VM(s) on the hypervisor\n"
-          % (s["hypervisor"], s["tasks"], s["repeats"], result["baseline_seconds"],
-             s["vms_on_hypervisor"]))
-    ping = per_task["ping"]
-    print("| operation | resilient.virt | s/task | community.libvirt.virt | s/task | "
-          "ours / peer | ours / ping | ours - ping |")
-    print("|---|---|---:|---|---:|---:|---:|---:|")
-    print("| reference | | | | | | ansible.builtin.ping: %.3f s | |" % ping)
+    wall, cpu = result["per_task"], result["per_task_cpu"]
+    print("Per task on %s: %d tasks per playbook, median of %d runs minus an empty playbook "
+          "(%.2f s); %d VM(s) on the hypervisor. CPU: user + system time of ansible-playbook "
+          "and its module processes.\n" % (s["hypervisor"], s["tasks"], s["repeats"],
+                                           result["baseline_seconds"], s["vms_on_hypervisor"]))
+    print("| operation | resilient.virt | wall s/task | CPU s/task | community.libvirt.virt | "
+          "wall s/task | CPU s/task | ours / peer, wall | ours / peer, CPU | ours / ping, wall |")
+    print("|---|---|---:|---:|---|---:|---:|---:|---:|---:|")
+    print("| reference | ansible.builtin.ping | %.3f | %.3f | | | | | | |"
+          % (wall["ping"], cpu["ping"]))
     for label, ours, peer in PAIRS:
-        peer_label, peer_s = (result["cases"][peer], "%.3f" % per_task[peer]) \
-            if peer in per_task else ("not measured: " + s["peer_note"], "")
-        print("| %s | %s | %.3f | %s | %s | %s | %s | %+.0f ms |" % (
-            label, result["cases"][ours], per_task[ours], peer_label, peer_s,
-            _ratio(per_task[ours], per_task.get(peer, 0)), _ratio(per_task[ours], ping),
-            (per_task[ours] - ping) * 1000.0))
-    if scale:
-        print("\nList scaling on %s: %d VMs vs %d\n" % (s["hypervisor"], scale["vms"],
-                                                        s["vms_on_hypervisor"]))
-        print("| case | s/task, %d VMs | s/task, %d VMs | growth | ours / peer at %d VMs |"
-              % (s["vms_on_hypervisor"], scale["vms"], scale["vms"]))
-        print("|---|---:|---:|---:|---:|")
-        for case in ("ours_list", "peer_list"):
-            if case in scale["per_task"]:
-                print("| %s | %.3f | %.3f | %s | %s |" % (
-                    result["cases"][case], per_task[case], scale["per_task"][case],
-                    _ratio(scale["per_task"][case], per_task[case]),
-                    _ratio(scale["per_task"]["ours_list"], scale["per_task"].get("peer_list", 0))
-                    if case == "ours_list" else ""))
-    profile = result["module_process"]
-    if profile:
-        print("\nModule process alone (AnsiballZ payload run directly, median of %d): wall time "
-              "and self import time by origin\n" % s["profile_runs"])
-        print("| case | module process | payload | imports | this collection | other libraries"
-              " | ansible + stdlib |")
-        print("|---|---:|---:|---:|---:|---:|---:|")
-        for case, row in profile.items():
-            imp = row["imports_ms"]
-            print("| %s | %.0f ms | %.0f KiB | %.0f ms | %.1f ms | %.1f ms | %.0f ms |" % (
-                result["cases"][case], row["median_ms"], row["payload_kb"], imp["total"],
-                imp["collection"], imp["libraries"], imp["ansible_stdlib"]))
-    outage = result["outage"]
-    if outage:
-        on, off = outage["on"], outage["off"]
-        print("\nOutage: libvirtd of %s killed, vm_info tasks with ignore_errors, retry_preset "
-              "default (5 attempts, 0.5 s base, x2: 7.5 s of waits per call without breaker)\n"
-              % outage["hypervisor"])
-        print("| breaker | tasks | wall time | per task | tasks failed | provider attempts | "
-              "refused by breaker | times opened |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|")
-        print("| on (failure_threshold 3, reset_timeout 60s) | %d | %.1f s | %.2f s | %d | %d | "
-              "%d | %d |" % (on["tasks"], on["seconds"], on["seconds"] / on["tasks"],
-                             on["failed_tasks"], on["failures_total"], on["rejected_total"],
-                             on["opened_total"]))
-        print("| off (failure_threshold 1000000), measured | %d | %.1f s | %.2f s | %d | %d | %d "
-              "| %d |" % (off["tasks"], off["seconds"], off["seconds"] / off["tasks"],
-                          off["failed_tasks"], off["failures_total"], off["rejected_total"],
-                          off["opened_total"]))
-        print("| off, projected to %d tasks | %d | %.0f s | | | %.0f | | |" % (
-            off["projected_tasks"], off["projected_tasks"], off["projected_seconds"],
-            off["projected_attempts"]))
-        print("\nBreaker off / on: %.1fx the wall time. %s restarted in %.1f s."
-              % (outage["speedup"], outage["hypervisor"], outage["restart_seconds"]))
+        if peer in wall:
+            peer_cells = "%s | %.3f | %.3f" % (result["cases"][peer], wall[peer], cpu[peer])
+        else:
+            peer_cells = "not measured: %s | | " % s["peer_note"]
+        print("| %s | %s | %.3f | %.3f | %s | %s | %s | %s |" % (
+            label, result["cases"][ours], wall[ours], cpu[ours], peer_cells,
+            _ratio(wall[ours], wall.get(peer, 0)), _ratio(cpu[ours], cpu.get(peer, 0)),
+            _ratio(wall[ours], wall["ping"])))
+
+
+def _print_scaling(result):
+    scale, base = result["scaling"], result["settings"]["vms_on_hypervisor"]
+    print("\nList scaling on %s: %d VMs (stopped fillers added) vs %d\n"
+          % (result["settings"]["hypervisor"], scale["vms"], base))
+    print("| case | wall s/task, %d VMs | wall s/task, %d VMs | growth | CPU growth |"
+          % (base, scale["vms"]))
+    print("|---|---:|---:|---:|---:|")
+    for case in ("ours_list", "peer_list"):
+        if case in scale["per_task"]:
+            print("| %s | %.3f | %.3f | %s | %s |" % (
+                result["cases"][case], result["per_task"][case], scale["per_task"][case],
+                _ratio(scale["per_task"][case], result["per_task"][case]),
+                _ratio(scale["per_task_cpu"][case], result["per_task_cpu"][case])))
+    if "peer_list" in scale["per_task"]:
+        print("\nAt %d VMs, resilient.virt / community.libvirt: %s wall, %s CPU." % (
+            scale["vms"], _ratio(scale["per_task"]["ours_list"], scale["per_task"]["peer_list"]),
+            _ratio(scale["per_task_cpu"]["ours_list"], scale["per_task_cpu"]["peer_list"])))
+
+
+def _print_profile(result):
+    print("\nModule process alone (the AnsiballZ payload run directly, median of %d runs): wall "
+          "time, payload size, and self import time by origin\n"
+          % result["settings"]["profile_runs"])
+    print("| case | module process | payload | imports | this collection | other libraries"
+          " | ansible + stdlib |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for case, row in result["module_process"].items():
+        imp = row["imports_ms"]
+        print("| %s | %.0f ms | %.0f KiB | %.0f ms | %.1f ms | %.1f ms | %.0f ms |" % (
+            result["cases"][case], row["median_ms"], row["payload_kb"], imp["total"],
+            imp["collection"], imp["libraries"], imp["ansible_stdlib"]))
+
+
+def _print_outage(outage):
+    on, off = outage["on"], outage["off"]
+    print("\nOutage: libvirtd of %s killed; vm_info tasks with ignore_errors; retry_preset "
+          "default (5 attempts, waits of 0.5, 1, 2 and 4 s plus up to 10 %% jitter)\n"
+          % outage["hypervisor"])
+    print("| breaker | tasks | wall time | per task | tasks failed | provider attempts | "
+          "refused by breaker | times opened |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for label, row in (("on (failure_threshold 3, reset_timeout 60s)", on),
+                       ("off (failure_threshold 1000000), measured", off)):
+        print("| %s | %d | %.1f s | %.2f s | %d | %d | %d | %d |" % (
+            label, row["tasks"], row["seconds"], row["seconds"] / row["tasks"],
+            row["failed_tasks"], row["failures_total"], row["rejected_total"],
+            row["opened_total"]))
+    print("| off, projected to %d tasks | %d | %.0f s | | | %.0f | | |" % (
+        off["projected_tasks"], off["projected_tasks"], off["projected_seconds"],
+        off["projected_attempts"]))
+    print("\nBreaker off / on: %.1fx the wall time. %s answered again %.1f s after its restart."
+          % (outage["speedup"], outage["hypervisor"], outage["restart_seconds"]))
+
+
+def print_report(result):
+    _print_per_task(result)
+    if result["scaling"]:
+        _print_scaling(result)
+    if result["module_process"]:
+        _print_profile(result)
+    if result["outage"]:
+        _print_outage(result["outage"])
     print("\n| target | measured | goal | result |")
     print("|---|---:|---|---|")
     for row in result["targets"]:
@@ -468,6 +503,26 @@ def _peer_available():
     if importlib.util.find_spec("lxml") is None:
         return "community.libvirt.virt needs lxml (pip install lxml)"
     return None
+
+
+def _measure(args, runner, hv, down, cases, result):
+    """Fill ``result`` with every measurement; the test VM exists on ``hv`` meanwhile."""
+    result["settings"]["vms_on_hypervisor"] = _set_fillers(hv, 0)
+    wall, cpu, samples = measure_per_task(runner, cases, args.tasks, args.repeats)
+    result.update(per_task=wall, per_task_cpu=cpu, samples=samples,
+                  baseline_seconds=statistics.median(x[0] for x in samples["empty"]))
+    if args.profile_runs:
+        result["module_process"] = measure_module_process(runner, cases, args.profile_runs)
+    if args.scale_vms > result["settings"]["vms_on_hypervisor"]:
+        vms = _set_fillers(hv, args.scale_vms - result["settings"]["vms_on_hypervisor"])
+        lists = dict((c, cases[c]) for c in ("ours_list", "peer_list") if c in cases)
+        wall, cpu, samples = measure_per_task(runner, lists, args.tasks, args.repeats, "-scaled")
+        result["scaling"] = {"vms": vms, "per_task": wall, "per_task_cpu": cpu,
+                             "samples": samples}
+        _set_fillers(hv, 0)
+    if args.outage_tasks:
+        result["outage"] = measure_outage(runner, args.lab_dir, down, args.outage_tasks,
+                                          args.outage_off_tasks, result["baseline_seconds"])
 
 
 def run(args):
@@ -487,22 +542,7 @@ def run(args):
     try:
         _set_fillers(hv, 0)
         runner.run(runner.write("create-vm", _vm_task(hv, store_url, "running")))
-        result["settings"]["vms_on_hypervisor"] = _set_fillers(hv, 0)
-        per_task, walls = measure_per_task(runner, cases, args.tasks, args.repeats)
-        result["baseline_seconds"] = statistics.median(walls["empty"])
-        result["per_task"], result["walls"] = per_task, walls
-        if args.profile_runs:
-            result["module_process"] = measure_module_process(runner, cases, args.profile_runs)
-        if args.scale_vms > result["settings"]["vms_on_hypervisor"]:
-            vms = _set_fillers(hv, args.scale_vms - result["settings"]["vms_on_hypervisor"])
-            lists = dict((c, cases[c]) for c in ("ours_list", "peer_list") if c in cases)
-            scaled, scaled_walls = measure_per_task(runner, lists, args.tasks, args.repeats,
-                                                    tag="-scaled")
-            result["scaling"] = {"vms": vms, "per_task": scaled, "walls": scaled_walls}
-            _set_fillers(hv, 0)
-        if args.outage_tasks:
-            result["outage"] = measure_outage(runner, args.lab_dir, down, args.outage_tasks,
-                                              args.outage_off_tasks, result["baseline_seconds"])
+        _measure(args, runner, hv, down, cases, result)
     finally:
         try:
             _set_fillers(hv, 0)

@@ -25,7 +25,7 @@ description:
     target, for VMs without local disks).
   - The fleet comes from providers (O(provider) or O(all_providers)) or is given with O(hypervisors) and O(vms).
 author:
-  - resilient.virt developers
+  - resilient.virt developers (!UNKNOWN)
 options:
   state:
     description: V(present) reconciles, V(absent) removes this creator's reservations, V(evacuated) evacuates O(failed_hosts).

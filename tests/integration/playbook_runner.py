@@ -153,6 +153,5 @@ def run_playbook(tmp_path, plays, inventory=None, extra_vars=None, env=None, che
     })
     environ.update(env or {})
     began = time.monotonic()
-    proc = subprocess.run(cmd, cwd=tmp_path, env=environ, capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(cmd, cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=timeout, check=False)
     return PlaybookRun(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - began)

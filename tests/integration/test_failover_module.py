@@ -23,6 +23,10 @@ VMS = [
 REQUIREMENTS = {"hana_*": 2, "*": 1}
 
 
+def _layout(task):
+    return [(r["name"], r["host"], r["allocations"]) for r in task["reservations"]]
+
+
 def _fleet(**extra):
     return dict(hypervisors=HYPERVISORS, vms=VMS, requirements=REQUIREMENTS, creator="tests", **extra)
 
@@ -48,10 +52,7 @@ def test_plan_check_mode_diff_convergence_and_absent(tmp_path):
     planned = run.task("plan in check mode")
     assert planned["changed"] is True and planned["reservations"]
     first = run.task("cycle 1")
-    def layout(task):
-        return [(r["name"], r["host"], r["allocations"]) for r in task["reservations"]]
-
-    assert layout(first) == layout(planned), "check mode planned something else"
+    assert _layout(first) == _layout(planned), "check mode planned something else"
     assert set(first["diff"]["after"]) == set(r["name"] for r in first["reservations"])
     assert first["diff"]["before"] == {}
 
@@ -101,11 +102,10 @@ def test_evacuation_moves_vms_of_a_killed_hypervisor(tmp_path, lab, lab_module, 
     names = ["evac-web-1", "evac-web-2"]
     defaults = {"state_store": "sqlite:///%s" % (tmp_path / "state.db"), "providers": providers}
     setup = [
-        {"name": "create", "resilient.virt.vm": {"provider": "hv1", "name": "{{ item }}", "vcpus": 1, "memory_mb": 64,
-                                                 "metadata": {"flavor": "web"}, "state": "running"},
-         "loop": names},
-        {"name": "reserve", FO: {"all_providers": True, "requirements": {"*": 1}, "creator": "evac",
-                                  "limit_one_new_per_hypervisor": False}},
+        {"name": "create", "loop": names, "resilient.virt.vm": {
+            "provider": "hv1", "name": "{{ item }}", "vcpus": 1, "memory_mb": 64, "metadata": {"flavor": "web"}, "state": "running"}},
+        {"name": "reserve", FO: {
+            "all_providers": True, "requirements": {"*": 1}, "creator": "evac", "limit_one_new_per_hypervisor": False}},
     ]
     run = run_playbook(tmp_path, [play(setup, module_defaults=defaults)], name="setup")
     assert run.rc == 0, run

@@ -86,8 +86,7 @@ def test_breaker_stops_attempts_to_a_dead_hypervisor_then_recovers(lab, outage, 
     # half-opens after 2 s and one successful call closes it
     recovering = _provider(lab, "hv1-recovering")
     quick = {"retry_preset": "none", "failure_threshold": THRESHOLD, "reset_timeout": "2s"}
-    opened, _ = _observed_run(tmp_path, _describe_loop(recovering, quick, THRESHOLD), store,
-                              "open-quick")
+    opened, dummy = _observed_run(tmp_path, _describe_loop(recovering, quick, THRESHOLD), store, "open-quick")
     before = opened.task("breaker")["breaker"]
     assert before["state"] == "open" and before["opened_total"] == 1, before
     outage.start(HV)

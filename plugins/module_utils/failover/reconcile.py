@@ -11,12 +11,12 @@ Steps, in order:
      ``max_vms_to_process`` per cycle in a rotating window): join the most shared eligible
      reservation in its zone, else create one on the hypervisor with the most free room, at
      most one new reservation per hypervisor per cycle unless that limit is off; a VM's missing
-     slots are chosen together (see slot_search) so an early choice does not strand a later one;
-  6. a VM of step 5 that still falls short although it holds slots searches again for all the
-     slots it requires as if it held none (its own reservations offered first). Only a full set
-     is applied: the VM leaves the reservations the set does not keep (removal "Replaced ...")
-     and those left empty are deleted (reason Empty). A VM that stays short keeps what it has,
-     so coverage never drops and a covered fleet is left unchanged.
+     slots are chosen together (see slot_search) so an early choice does not strand a later one.
+     When they cannot all be found and the VM holds slots already, the slots it requires are
+     searched for again as if it held none, its own reservations offered first; a full set
+     found so is applied (the VM leaves the reservations the set does not keep, removal reason
+     ``REPLACED``, and one left empty is deleted as ``Empty``), else the VM keeps what it holds
+     plus what the first search found. No VM loses coverage, and a covered fleet is left as is.
 The same inputs give the same result; ``now`` and ``cycle`` are inputs for that reason.
 """
 from dataclasses import replace
@@ -242,7 +242,7 @@ class _Cycle:
                             lambda option: self._untry(vm, option, picker))
 
     def _search_afresh(self, vm, required, former, az, needs, queue, picker):
-        """``required`` options for ``vm`` found as if it held none of ``former``; state unchanged."""
+        """Like :meth:`_search` for ``required`` slots with ``vm`` out of ``former`` meanwhile."""
         for name in former:
             self.graph.unlink(vm.uuid, name)
         path = self._search(vm, required, former, az, needs, queue, picker)
@@ -281,6 +281,7 @@ class _Cycle:
             yield "new", host
 
     def _may_join(self, vm, name, needs, free_of_traits):
+        """True when ``vm`` fits in ``name``, its host has the traits, and 1-5 keep holding."""
         res = self.work[name]
         return vm_fits(vm, res.resources) and (
             free_of_traits or host_satisfies(self.hv[res.host].traits, needs)) \

@@ -10,7 +10,8 @@ from ansible_collections.resilient.virt.plugins.module_utils.failover.evacuation
     plan_evacuation)
 from ansible_collections.resilient.virt.plugins.module_utils.failover.graph import DependencyGraph
 from ansible_collections.resilient.virt.plugins.module_utils.failover.model import VM, Hypervisor
-from ansible_collections.resilient.virt.plugins.module_utils.failover.reconcile import run_cycle
+from ansible_collections.resilient.virt.plugins.module_utils.failover.reconcile import (
+    EMPTY, REPLACED, run_cycle)
 from ansible_collections.resilient.virt.plugins.module_utils.failover.requirements import (
     required_count)
 from ansible_collections.resilient.virt.plugins.module_utils.failover.settings import (
@@ -155,14 +156,47 @@ def test_second_cycle_does_not_churn(fleet):
     first = run_cycle(hypervisors, vms, [], _settings(limit), now=NOW)
     second = run_cycle(hypervisors, vms, first.reservations, _settings(limit), now=NOW + 60, cycle=1)
     check_result(hypervisors, vms, second)
-    assert second.removals == [] and second.deleted == []
+    held_before = {s.uuid: s.held for s in first.vm_status}
+    status = {s.uuid: s for s in second.vm_status}
+    replaced = set()
+    for removal in second.removals:
+        # only a VM short after the first cycle leaves a slot, and only for a full set
+        assert removal.reason == REPLACED and status[removal.vm].short_by == 0
+        assert held_before[removal.vm] < status[removal.vm].required
+        replaced.add(removal.vm)
+    assert all(deletion.reason == EMPTY for deletion in second.deleted)
+    assert all(status[uuid].held >= held for uuid, held in held_before.items())
     before = {r.name: r.allocations for r in first.reservations}
     after = {r.name: r.allocations for r in second.reservations}
     for name, allocations in before.items():
-        assert after[name].items() >= allocations.items()
+        kept = {uuid: host for uuid, host in allocations.items() if uuid not in replaced}
+        assert after.get(name, {}).items() >= kept.items()
     if first.summary["coverage_ratio"] == 1.0:
         assert second.created == [] and second.reused == 0 and after == before
+        assert second.removals == [] and second.deleted == []
     check_evacuations(hypervisors, vms, second.reservations)
+
+
+@settings(**PROFILE)
+@given(fleets())
+def test_repeated_cycles_take_no_slot_from_a_vm_and_settle(fleet):
+    # Every cycle that changes something adds a slot somewhere, so this many cycles must settle.
+    hypervisors, vms, limit = fleet
+    bound = sum(required_count(vm.flavor, REQUIREMENTS) for vm in vms) + 1
+    reservations, held = [], {}
+    for cycle in range(bound):
+        result = run_cycle(hypervisors, vms, reservations, _settings(limit), now=NOW + 60 * cycle,
+                           cycle=cycle)
+        check_result(hypervisors, vms, result)
+        now_held = {s.uuid: s.held for s in result.vm_status}
+        assert all(now_held[uuid] >= count for uuid, count in held.items())
+        if not result.changed_anything:
+            break
+        reservations, held = result.reservations, now_held
+    assert not result.changed_anything and result.removals == []
+    again = run_cycle(hypervisors, vms, result.reservations, _settings(limit),
+                      now=NOW + 60 * bound, cycle=bound)
+    assert not again.changed_anything and again.removals == []
 
 
 def _random_valid_graph(rng):
@@ -202,3 +236,52 @@ def test_fast_join_check_matches_the_exact_one(seed):
                 exact = graph.would_be_eligible(uuid, vm_host[uuid], probe)
                 graph.remove_reservation(probe)
                 assert graph.new_slot_allowed(uuid, host) == exact
+
+
+@st.composite
+def roomy_fleets(draw):
+    """(hypervisors, vms, limit): each zone has max requirement + 2 hosts or more, and every host
+    has room for every VM's slots (capacity never decides)."""
+    zones = ["az-a", "az-b"][:draw(st.integers(1, 2))]
+    per_zone = draw(st.integers(max(REQUIREMENTS.values()) + 2, 6))
+    hosts = [("h%d" % i, zones[i % len(zones)]) for i in range(per_zone * len(zones))]
+    vms = []
+    for index in range(draw(st.integers(1, 10))):
+        name, zone = draw(st.sampled_from(hosts))
+        flavor = draw(st.sampled_from(FLAVORS))
+        cpu, mem = SIZES[flavor.split(".")[-1]] if "." in flavor else (1, 512)
+        vms.append(VM("vm-%02d" % index, name, zone, flavor, cpu, mem, {}))
+    cpu_room = sum(v.vcpus for v in vms) * max(REQUIREMENTS.values())
+    mem_room = sum(v.memory_mb for v in vms) * max(REQUIREMENTS.values())
+    hypervisors = []
+    for name, zone in hosts:
+        used_cpu = sum(v.vcpus for v in vms if v.host == name)
+        used_mem = sum(v.memory_mb for v in vms if v.host == name)
+        hypervisors.append(Hypervisor(name, zone, used_cpu + cpu_room, used_mem + mem_room,
+                                      frozenset(), used_cpu, used_mem))
+    return hypervisors, vms, draw(st.booleans())
+
+
+def _cycles_until_covered(hypervisors, vms, limit, most):
+    """(result, cycles run): cycles from no reservations until full coverage, ``most`` at most."""
+    result = None
+    for cycle in range(most):
+        result = run_cycle(hypervisors, vms, result.reservations if result else [],
+                           _settings(limit), now=NOW + 60 * cycle, cycle=cycle)
+        check_result(hypervisors, vms, result)
+        if result.summary["coverage_ratio"] == 1.0:
+            return result, cycle + 1
+    return result, most
+
+
+@settings(**PROFILE)
+@given(roomy_fleets())
+def test_roomy_fleet_converges_to_full_coverage_and_stays(fleet):
+    hypervisors, vms, limit = fleet
+    result, cycles = _cycles_until_covered(hypervisors, vms, limit, 10)
+    assert result.summary["coverage_ratio"] == 1.0, result.to_dict()["vm_status"]
+    again = run_cycle(hypervisors, vms, result.reservations, _settings(limit),
+                      now=NOW + 60 * cycles, cycle=cycles)
+    assert not again.changed_anything and again.removals == [] and again.reused == 0
+    assert {r.name: r.allocations for r in again.reservations} == \
+        {r.name: r.allocations for r in result.reservations}

@@ -3,7 +3,10 @@ import pytest
 
 from ansible_collections.resilient.virt.plugins.module_utils.failover.model import (
     VM, Hypervisor, Reservation)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.reconcile import run_cycle
+from ansible_collections.resilient.virt.plugins.module_utils.failover.eligibility import (
+    check_vms_still_eligible)
+from ansible_collections.resilient.virt.plugins.module_utils.failover.reconcile import (
+    REPLACED, run_cycle)
 from ansible_collections.resilient.virt.plugins.module_utils.failover.selection import (
     Need, select_window)
 from ansible_collections.resilient.virt.plugins.module_utils.failover.settings import (
@@ -174,6 +177,49 @@ def test_vm_breaking_the_constraints_leaves_the_reservation():
     assert [(r.reservation, r.vm) for r in result.removals] == [("res-1", "a")]
     assert result.reservations_by_name()["res-1"].allocations == {"b": "h1"}
     assert slots(result, "a") == ["h2"]
+    assert result.summary["coverage_ratio"] == 1.0
+
+
+def test_short_vm_trades_blocking_slots_for_a_full_set():
+    # Shared greedily, the first cycle leaves three hana VMs one slot short: every other host
+    # would break constraint 4 or 5 with the slots they hold. Later cycles swap those slots.
+    fleet = [hv("kvm%d" % i, mem=128 * GIB) for i in range(1, 5)]
+    vms = [vm("vm-%d-%s" % (i, flavor), "kvm%d" % i, cpu=4, mem=8 * GIB, flavor=flavor)
+           for i in range(1, 5) for flavor in ("hana_small", "web")]
+    rules = settings(requirements={"hana_*": 2, "*": 1})
+    hosts = {v.uuid: v.host for v in vms}
+    reservations, covered, reasons = [], [], set()
+    for cycle in range(4):
+        result = run_cycle(fleet, vms, reservations, rules, now=NOW + 60 * cycle, cycle=cycle)
+        reservations = result.reservations
+        covered.append(result.summary["vms_covered"])
+        reasons.update(r.reason for r in result.removals)
+        assert check_vms_still_eligible(hosts, reservations) == {}
+        assert all(r.allocations for r in reservations)
+    assert covered == [5, 7, 8, 8] and reasons == {REPLACED}
+    again = run_cycle(fleet, vms, reservations, rules, now=NOW + 600, cycle=4)
+    assert not again.changed_anything and again.removals == [] and again.reused == 0
+    assert [r.allocations for r in again.reservations] == [r.allocations for r in reservations]
+
+
+def test_stuck_vm_leaves_its_slots_and_an_emptied_reservation_is_deleted():
+    # v needs 3 and holds small (outgrown, not yet revalidated) on h2 and shared on h3 with u,
+    # which runs on h4; h5 has no room, so no third slot exists beside those two.
+    fleet = [hv("h1"), hv("h2"), hv("h3"), hv("h4"), hv("h5", mem=2 * GIB)]
+    stamp = format_time(NOW - 60)
+    small = Reservation("small", "h2", "az-a", {"cpu": 1, "memory_mb": GIB}, {"v": "h1"},
+                        last_changed=stamp, acknowledged_at=stamp)
+    shared = Reservation("shared", "h3", "az-a", {"cpu": 2, "memory_mb": 4 * GIB},
+                         {"v": "h1", "u": "h4"}, last_changed=stamp, acknowledged_at=stamp)
+    vms = [vm("v", "h1", flavor="m3"), vm("u", "h4")]
+    rules = settings(requirements={"m1": 1, "m3": 3})
+    result = run_cycle(fleet, vms, [small, shared], rules, now=NOW)
+    assert slots(result, "v") == ["h2", "h3", "h4"] and status(result, "v").why is None
+    assert [(r.reservation, r.vm, r.host, r.reason) for r in result.removals] == [
+        ("shared", "v", "h1", REPLACED), ("small", "v", "h1", REPLACED)]
+    assert [(d.reservation.name, d.reason) for d in result.deleted] == [("small", "Empty")]
+    assert result.reservations_by_name()["shared"].allocations == {"u": "h4"}
+    assert "small" not in result.changed and "shared" in result.changed
     assert result.summary["coverage_ratio"] == 1.0
 
 
