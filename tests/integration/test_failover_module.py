@@ -38,8 +38,11 @@ def test_plan_check_mode_diff_convergence_and_absent(tmp_path):
         {"name": "cycle 1", FO: _fleet()},
         {"name": "cycle 2", FO: _fleet()},
         {"name": "cycle 3", FO: _fleet()},
+        {"name": "cycle 4", FO: _fleet()},
+        {"name": "cycle 5", FO: _fleet()},
         {"name": "remove in check mode", FO: {"creator": "tests", "state": "absent"}, "check_mode": True},
-        {"name": "evacuation plan", FO: dict(_fleet(), state="evacuated", failed_hosts=["kvm1", "kvm2"])},
+        {"name": "evacuation of one host", FO: dict(_fleet(), state="evacuated", failed_hosts=["kvm1"])},
+        {"name": "evacuation of two hosts", FO: dict(_fleet(), state="evacuated", failed_hosts=["kvm1", "kvm2"])},
         {"name": "remove", FO: {"creator": "tests", "state": "absent"}},
         {"name": "remove again", FO: {"creator": "tests", "state": "absent"}},
         {"name": "bad requirement", FO: dict(_fleet(), requirements={"*": "two"}), "ignore_errors": True},
@@ -56,8 +59,8 @@ def test_plan_check_mode_diff_convergence_and_absent(tmp_path):
     assert set(first["diff"]["after"]) == set(r["name"] for r in first["reservations"])
     assert first["diff"]["before"] == {}
 
-    final = run.task("cycle 3")
-    assert final["changed"] is False, "three cycles did not converge"
+    final = run.task("cycle 5")
+    assert final["changed"] is False, "five cycles did not converge"
     summary = final["summary"]
     assert summary["vms_requiring"] == 8 and summary["vms_covered"] == 8, final["vm_status"]
     assert summary["coverage_ratio"] == 1.0
@@ -68,10 +71,15 @@ def test_plan_check_mode_diff_convergence_and_absent(tmp_path):
         assert status["held"] >= status["required"] and status["short_by"] == 0
 
     assert run.task("remove in check mode")["changed"] is True
-    evacuation = run.task("evacuation plan")["evacuation"]
-    assert evacuation["complete"] is True and evacuation["affected"] == 4
-    assert len({m["reservation"] for m in evacuation["moves"]}) == 4, "a reservation was used twice"
-    assert all(m["to_host"] not in ("kvm1", "kvm2") for m in evacuation["moves"])
+    one = run.task("evacuation of one host")["evacuation"]
+    assert one["complete"] is True and one["affected"] == 2 and one["placed"] == 2
+    two = run.task("evacuation of two hosts")["evacuation"]
+    assert two["affected"] == 4
+    assert len({m["reservation"] for m in two["moves"]}) == len(two["moves"]), "a reservation was used twice"
+    assert all(m["to_host"] not in ("kvm1", "kvm2") for m in two["moves"])
+    # only the hana VMs need 2 slots, so only they are guaranteed to survive two failures
+    assert {"vm-1-hana_small", "vm-2-hana_small"} <= {m["vm"] for m in two["moves"]}
+    assert all(u["vm"].endswith("-web") for u in two["unplaced"])
 
     removed = run.task("remove")
     assert removed["changed"] is True
