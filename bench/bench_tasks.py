@@ -1,22 +1,25 @@
-"""Wall time of real Ansible tasks: resilient.virt against community.libvirt and ansible.builtin.ping.
+"""Real Ansible tasks: resilient.virt against community.libvirt and ansible.builtin.ping.
 
 Everything runs in one go against the lab (``python3 lab/lab.py up``), so the ratios compare
 numbers taken on the same machine at the same time:
 
 1. **Per task** on hypervisor hv1: one playbook per case with ``--tasks`` identical tasks
    (inventory host with ``ansible_connection: local``, ``gather_facts: false``, ``-f 1``). The
-   wall time of the playbook minus that of an empty playbook, divided by the number of tasks, is
-   the cost of one task; each case runs ``--repeats`` times (cases interleaved) and the median
-   is kept. The equivalent community.libvirt.virt calls are: describe one VM
+   wall time of the playbook minus that of an empty playbook, divided by the number of tasks,
+   is the cost of one task; each case runs ``--repeats`` times (cases interleaved) and the
+   median is kept. The CPU time (user + system of ansible-playbook and of every process it
+   waited for) is taken the same way; it moves far less than the wall time when other programs
+   load the machine. The equivalent community.libvirt.virt calls are: describe one VM
    (``vm_info name=X``) vs ``command: status, name: X``; list the VMs (``vm_info``) vs
    ``command: info``; a no-change ``vm state=running`` on a running VM vs ``state: running``.
    The list pair is measured again with filler VMs (defined, stopped) to show how it scales
    with the number of VMs. The test VM is a diskless 64 MiB TCG domain, created before and
    deleted after.
 2. **Module process**: the AnsiballZ payload of each case, kept with
-   ``ANSIBLE_KEEP_REMOTE_FILES``, is run directly (``--profile-runs`` times): the wall time of
-   the module process alone, and with ``python -X importtime`` the import time split into this
-   collection's code, other libraries, and ansible + standard library.
+   ``ANSIBLE_KEEP_REMOTE_FILES``, is run directly (``--profile-runs`` rounds, cases
+   interleaved): wall and CPU time of the module process alone, and with
+   ``python -X importtime`` the import time split into this collection's code, other
+   libraries, and ansible + standard library.
 3. **Outage**: libvirtd of hv2 is killed (``Lab.stop``) and ``vm_info`` tasks with
    ``ignore_errors`` run against it, with the circuit breaker on (failure_threshold 3,
    reset_timeout 60s) and off (failure_threshold 1000000), both with retry_preset ``default``
@@ -130,14 +133,14 @@ class Runner:
         proc = subprocess.run([self.command, "-i", self.inventory, "-f", "1", path],
                               cwd=self.workdir, env=dict(self.env, **(env or {})),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=PLAYBOOK_TIMEOUT)
+                              timeout=PLAYBOOK_TIMEOUT, check=False)
         took = time.perf_counter() - started
         cpu = _children_cpu() - cpu_before
         if proc.returncode != 0:
             raise BenchError("%s failed (exit %d):\n%s" % (os.path.basename(path), proc.returncode,
                                                            proc.stdout[-3000:]))
-        recap = dict((k, int(v)) for k, v in re.findall(r"\b(ok|changed|failed|ignored)=(\d+)",
-                                                         proc.stdout))
+        counters = re.findall(r"\b(ok|changed|failed|ignored)=(\d+)", proc.stdout)
+        recap = dict((k, int(v)) for k, v in counters)
         return took, cpu, recap
 
 
@@ -247,31 +250,40 @@ def _kept_payload(runner, case, module, args):
 
 
 def _run_payload(path, importtime):
+    """(wall s, CPU s, stderr) of one run of a kept AnsiballZ file; BenchError if it fails."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RESILIENT_VIRT_")}
     command = [sys.executable] + (["-X", "importtime"] if importtime else []) + [path]
+    cpu_before = _children_cpu()
     started = time.perf_counter()
     proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=env, cwd=os.path.dirname(path), timeout=300)
+                          env=env, cwd=os.path.dirname(path), timeout=300, check=False)
     took = time.perf_counter() - started
+    cpu = _children_cpu() - cpu_before
     if proc.returncode != 0 or '"failed": true' in proc.stdout:
         raise BenchError("module payload %s failed:\n%s%s" % (path, proc.stdout[-2000:],
                                                               proc.stderr[-2000:]))
-    return took, proc.stderr
+    return took, cpu, proc.stderr
 
 
 def measure_module_process(runner, cases, runs):
-    """{case: module process wall (ms), payload size and import split} over ``runs`` runs."""
+    """{case: module process wall and CPU (ms), payload size, import split}, medians of
+    ``runs`` rounds with the cases interleaved."""
+    paths = dict((case, _kept_payload(runner, case, module, args))
+                 for case, (_label, module, args, _same) in cases.items())
+    samples = dict((case, []) for case in paths)
+    for _round in range(runs):
+        for case, path in paths.items():
+            took, cpu, _err = _run_payload(path, False)
+            samples[case].append((took * 1000.0, cpu * 1000.0,
+                                  _import_groups(_run_payload(path, True)[2])))
     result = {}
-    for case, (_label, module, args, _same) in cases.items():
-        path = _kept_payload(runner, case, module, args)
-        walls, splits = [], []
-        for _ in range(runs):
-            walls.append(_run_payload(path, False)[0] * 1000.0)
-            splits.append(_import_groups(_run_payload(path, True)[1]))
+    for case, rows in samples.items():
         result[case] = {
-            "median_ms": statistics.median(walls),
-            "payload_kb": os.path.getsize(path) / 1024.0,
-            "imports_ms": {k: statistics.median(s[k] for s in splits) for k in splits[0]},
+            "median_ms": statistics.median(r[0] for r in rows),
+            "cpu_ms": statistics.median(r[1] for r in rows),
+            "payload_kb": os.path.getsize(paths[case]) / 1024.0,
+            "imports_ms": dict((k, statistics.median(r[2][k] for r in rows))
+                               for k in rows[0][2]),
         }
     return result
 
@@ -446,16 +458,16 @@ def _print_scaling(result):
 
 def _print_profile(result):
     print("\nModule process alone (the AnsiballZ payload run directly, median of %d runs): wall "
-          "time, payload size, and self import time by origin\n"
+          "and CPU time, payload size, and self import time (python -X importtime) by origin\n"
           % result["settings"]["profile_runs"])
-    print("| case | module process | payload | imports | this collection | other libraries"
+    print("| case | wall | CPU | payload | imports | this collection | other libraries"
           " | ansible + stdlib |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for case, row in result["module_process"].items():
         imp = row["imports_ms"]
-        print("| %s | %.0f ms | %.0f KiB | %.0f ms | %.1f ms | %.1f ms | %.0f ms |" % (
-            result["cases"][case], row["median_ms"], row["payload_kb"], imp["total"],
-            imp["collection"], imp["libraries"], imp["ansible_stdlib"]))
+        print("| %s | %.0f ms | %.0f ms | %.0f KiB | %.0f ms | %.1f ms | %.1f ms | %.0f ms |" % (
+            result["cases"][case], row["median_ms"], row["cpu_ms"], row["payload_kb"],
+            imp["total"], imp["collection"], imp["libraries"], imp["ansible_stdlib"]))
 
 
 def _print_outage(outage):
@@ -554,7 +566,7 @@ def run(args):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lab-dir", default=os.environ.get("RESILIENT_VIRT_LAB_DIR",
                                                             DEFAULT_LAB_DIR))
     parser.add_argument("--quick", action="store_true",
@@ -562,7 +574,7 @@ def main(argv=None):
     parser.add_argument("--tasks", type=int, help="tasks per playbook (default 20, quick 8)")
     parser.add_argument("--repeats", type=int, help="runs per case (default 3, quick 2)")
     parser.add_argument("--profile-runs", type=int,
-                        help="runs of each module payload, 0 to skip (default 5, quick 3)")
+                        help="runs of each module payload, 0 to skip (default 7, quick 3)")
     parser.add_argument("--scale-vms", type=int,
                         help="VMs on hv1 for the list scaling, 0 to skip (default 25, quick 10)")
     parser.add_argument("--outage-tasks", type=int, default=50,
@@ -571,7 +583,7 @@ def main(argv=None):
                         help="of which measured with the breaker off (default 10, quick 3)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
-    defaults = {"tasks": (20, 8), "repeats": (3, 2), "profile_runs": (5, 3),
+    defaults = {"tasks": (20, 8), "repeats": (3, 2), "profile_runs": (7, 3),
                 "scale_vms": (25, 10), "outage_off_tasks": (10, 3)}
     for name, (full, quick) in defaults.items():
         if getattr(args, name) is None:

@@ -94,7 +94,7 @@ def run_bench(script, arguments, workdir):
     started = time.perf_counter()
     try:
         proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, cwd=ROOT, timeout=BENCH_TIMEOUT)
+                              text=True, cwd=ROOT, timeout=BENCH_TIMEOUT, check=False)
         exit_code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as exc:
         exit_code, stdout = None, exc.stdout or ""
@@ -139,9 +139,10 @@ def headlines(records):
                               ("list", "ours_list", "peer_list"),
                               ("no-change state=running", "ours_running", "peer_running")):
         if ours in per_task and peer in per_task and "ping" in per_task:
-            lines.append("Task, %s: %.3f s, %.2fx community.libvirt.virt, %.2fx ping"
+            cpu = tasks["per_task_cpu"]
+            lines.append("Task, %s: %.3f s, %.2fx community.libvirt.virt (CPU %.2fx), %.2fx ping"
                          % (label, per_task[ours], per_task[ours] / per_task[peer],
-                            per_task[ours] / per_task["ping"]))
+                            cpu[ours] / cpu[peer], per_task[ours] / per_task["ping"]))
     scaling = tasks.get("scaling")
     if scaling and "ours_list" in per_task:
         lines.append("Task, list at %d VMs vs %d: resilient.virt %.2fx, community.libvirt %s"
@@ -190,9 +191,9 @@ def report(records, meta):
     rows = targets(records)
     if rows:
         out += ["", "| bench | target | measured | goal | result |", "|---|---|---:|---|---|"]
-        out += ["| %s | %s | %s | %s | %s |" % (r["bench"], r["name"], r["measured"], r["goal"],
-                                                 "pass" if r["passed"] else "FAIL")
-                for r in rows]
+        for r in rows:
+            out.append("| %s | %s | %s | %s | %s |" % (
+                r["bench"], r["name"], r["measured"], r["goal"], "pass" if r["passed"] else "FAIL"))
     lines = headlines(records)
     if lines:
         out += [""] + ["- " + line for line in lines]
@@ -210,7 +211,7 @@ def report(records, meta):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lab-dir", default=os.environ.get(
         "RESILIENT_VIRT_LAB_DIR", os.path.join(ROOT, "lab", "run")), help="lab run directory")
     parser.add_argument("--quick", action="store_true", help="short run (about 3 minutes)")

@@ -46,7 +46,8 @@ def test_state_and_inventory_describe_the_lab(lab):
     assert sorted(inv["az1"]["hosts"]) == ["hv1", "hv3"]
     assert inv["az2"]["hosts"] == ["hv2"]
     for name in ("hv1", "hv2", "hv3"):
-        provider = {"type": "libvirt", "name": name, "uri": hvs[name]["uri"]}
+        provider = {"type": "libvirt", "name": name, "uri": hvs[name]["uri"], "az": hvs[name]["az"],
+                    "cpu_allocation_ratio": 8}
         assert hostvars[name]["ansible_connection"] == "local"
         assert hostvars[name]["resilient_virt_provider"] == provider
         assert hostvars[name]["resilient_virt_providers"][name] == provider
