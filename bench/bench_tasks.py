@@ -441,7 +441,7 @@ def _print_scaling(result):
     scale, base = result["scaling"], result["settings"]["vms_on_hypervisor"]
     print("\nList scaling on %s: %d VMs (stopped fillers added) vs %d\n"
           % (result["settings"]["hypervisor"], scale["vms"], base))
-    print("| case | wall s/task, %d VMs | wall s/task, %d VMs | growth | CPU growth |"
+    print("| case | wall s/task, %d VM(s) | wall s/task, %d VMs | growth | CPU growth |"
           % (base, scale["vms"]))
     print("|---|---:|---:|---:|---:|")
     for case in ("ours_list", "peer_list"):

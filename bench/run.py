@@ -201,9 +201,9 @@ def report(records, meta):
         record = records.get(name)
         if record is None:
             continue
-        out += ["", "## %s (`%s`)" % (title, record["command"]), ""]
+        out += ["", "## %s (`%s`)" % (title, record["command"])]
         if record["output"]:
-            out.append(record["output"])
+            out += ["", record["output"]]
         if record["status"] == "crashed":
             out += ["", "CRASHED (exit %s):" % record["exit_code"], "", "```",
                     record["stderr_tail"].strip(), "```"]
