@@ -27,8 +27,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COLLECTIONS = os.path.join(ROOT, ".build", "collections")
+from checkout import COLLECTIONS, use_checkout
 REDIS_SERVER = "/usr/bin/redis-server"
 CORE = ("errors", "config", "state_store", "circuit_breaker", "rate_limit", "retry", "deadline",
         "policy", "conditions")
@@ -36,17 +35,7 @@ TARGET_CALL_MS = 0.5
 TARGET_IMPORT_MS = 15.0
 
 
-def _import_path():
-    """Make ``ansible_collections.resilient.virt`` importable from this checkout."""
-    link = os.path.join(COLLECTIONS, "ansible_collections", "resilient", "virt")
-    if not os.path.islink(link):
-        os.makedirs(os.path.dirname(link), exist_ok=True)
-        os.symlink(ROOT, link)
-    if COLLECTIONS not in sys.path:
-        sys.path.insert(0, COLLECTIONS)
-
-
-_import_path()
+use_checkout()
 
 from ansible_collections.resilient.virt.plugins.module_utils.circuit_breaker import (  # noqa: E402
     CircuitBreaker)

@@ -11,26 +11,12 @@ first cycle's seconds per VM with the smallest fleet's.
 """
 import argparse
 import json
-import os
 import random
-import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COLLECTIONS = os.path.join(ROOT, ".build", "collections")
+from checkout import use_checkout
 
-
-def _import_path():
-    """Make ``ansible_collections.resilient.virt`` importable from this checkout."""
-    link = os.path.join(COLLECTIONS, "ansible_collections", "resilient", "virt")
-    if not os.path.islink(link):
-        os.makedirs(os.path.dirname(link), exist_ok=True)
-        os.symlink(ROOT, link)
-    if COLLECTIONS not in sys.path:
-        sys.path.insert(0, COLLECTIONS)
-
-
-_import_path()
+use_checkout()
 
 from ansible_collections.resilient.virt.plugins.module_utils.failover.model import (  # noqa: E402
     VM, Hypervisor)

@@ -49,8 +49,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COLLECTIONS = os.path.join(ROOT, ".build", "collections")
+from checkout import COLLECTIONS, ROOT, use_checkout
 DEFAULT_LAB_DIR = os.path.join(ROOT, "lab", "run")
 VM_NAME = "bench-tasks-vm"
 FILLER_PREFIX = "bench-tasks-fill-"
@@ -65,16 +64,6 @@ class BenchError(Exception):
     """The bench could not run; the message says why and what to do."""
 
 
-def _import_path():
-    """Make ``ansible_collections.resilient.virt`` importable from this checkout."""
-    link = os.path.join(COLLECTIONS, "ansible_collections", "resilient", "virt")
-    if not os.path.islink(link):
-        os.makedirs(os.path.dirname(link), exist_ok=True)
-        os.symlink(ROOT, link)
-    if COLLECTIONS not in sys.path:
-        sys.path.insert(0, COLLECTIONS)
-
-
 def _load_lab_module():
     spec = importlib.util.spec_from_file_location("lab_lab", os.path.join(ROOT, "lab", "lab.py"))
     module = importlib.util.module_from_spec(spec)
@@ -82,7 +71,7 @@ def _load_lab_module():
     return module
 
 
-_import_path()
+use_checkout()
 
 from ansible_collections.resilient.virt.plugins.module_utils.circuit_breaker import (  # noqa: E402
     get_breaker_snapshot)

@@ -25,18 +25,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COLLECTIONS = os.path.join(ROOT, ".build", "collections")
-
-
-def _import_path():
-    """Make ``ansible_collections.resilient.virt`` importable from this checkout."""
-    link = os.path.join(COLLECTIONS, "ansible_collections", "resilient", "virt")
-    if not os.path.islink(link):
-        os.makedirs(os.path.dirname(link), exist_ok=True)
-        os.symlink(ROOT, link)
-    if COLLECTIONS not in sys.path:
-        sys.path.insert(0, COLLECTIONS)
+from checkout import ROOT, use_checkout
 
 
 def _load_vcsim():
@@ -47,7 +36,7 @@ def _load_vcsim():
     return module
 
 
-_import_path()
+use_checkout()
 vcsim = _load_vcsim()
 
 from ansible_collections.resilient.virt.plugins.module_utils.providers import (  # noqa: E402

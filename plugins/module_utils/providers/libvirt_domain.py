@@ -24,6 +24,7 @@ import json
 import re
 import xml.etree.ElementTree as ET
 
+from ansible_collections.resilient.virt.plugins.module_utils.providers.spec_errors import field_path, schema_errors
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
 
 __all__ = ("NAMESPACE", "DOMAIN_TYPES", "spec_schema", "validate_spec", "build_domain_xml",
@@ -90,31 +91,6 @@ def spec_schema():
     }
 
 
-def _path(parts):
-    out = ""
-    for part in parts:
-        out += "[%d]" % part if isinstance(part, int) else ("." if out else "") + str(part)
-    return out or "spec"
-
-
-def _schema_errors(spec):
-    from jsonschema import Draft7Validator
-
-    for err in Draft7Validator(spec_schema()).iter_errors(spec):
-        parts = list(err.absolute_path)
-        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-            known = ", ".join(sorted(err.schema.get("properties", {})))
-            for key in sorted(set(err.instance) - set(err.schema.get("properties", {}))):
-                yield _path(parts + [key]), "unknown field (a typo?); known fields: %s" % known
-        elif err.validator == "required":
-            for key in err.validator_value:
-                if key not in err.instance:
-                    yield _path(parts + [key]), "is required"
-        else:
-            leaf = parts[-1] if parts else None
-            yield _path(parts), _MESSAGES.get((leaf, err.validator), err.message)
-
-
 def _strings(value, parts):
     if isinstance(value, str):
         yield parts, value
@@ -130,7 +106,7 @@ def _strings(value, parts):
 def _semantic_errors(spec):
     for parts, text in _strings(spec, []):
         if _XML_BAD.search(text):
-            yield _path(parts), "contains a control character that cannot be stored"
+            yield field_path(parts), "contains a control character that cannot be stored"
     for index, disk in enumerate(spec.get("disks") or []):
         if not isinstance(disk, dict):
             continue
@@ -160,7 +136,7 @@ def validate_spec(spec):
     """Return the spec with defaults filled in, or raise InvalidSpec listing every bad field."""
     spec = _drop_none(spec)
     errors = []
-    for path, message in _schema_errors(spec):
+    for path, message in schema_errors(spec_schema(), spec, _MESSAGES):
         if {"path": path, "message": message} not in errors:
             errors.append({"path": path, "message": message})
     if isinstance(spec, dict):

@@ -19,6 +19,7 @@ The spec is the ``create`` argument of the vsphere provider::
 a non-empty value raises NotSupported. Unknown keys are errors and every bad field is reported
 by its path. Keys whose value is None count as unset.
 """
+from ansible_collections.resilient.virt.plugins.module_utils.providers.spec_errors import schema_errors
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, NotSupported
 
 __all__ = ("spec_schema", "validate_spec", "config_spec", "NIC_MODELS", "DEFAULT_GUEST_ID")
@@ -70,37 +71,12 @@ def spec_schema():
     }
 
 
-def _path(parts):
-    out = ""
-    for part in parts:
-        out += "[%d]" % part if isinstance(part, int) else ("." if out else "") + str(part)
-    return out or "spec"
-
-
-def _errors(spec):
-    from jsonschema import Draft7Validator
-
-    for err in Draft7Validator(spec_schema()).iter_errors(spec):
-        parts = list(err.absolute_path)
-        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-            known = ", ".join(sorted(err.schema.get("properties", {})))
-            for key in sorted(set(err.instance) - set(err.schema.get("properties", {}))):
-                yield _path(parts + [key]), "unknown field (a typo?); known fields: %s" % known
-        elif err.validator == "required":
-            for key in err.validator_value:
-                if key not in err.instance:
-                    yield _path(parts + [key]), "is required"
-        else:
-            leaf = parts[-1] if parts else None
-            yield _path(parts), _MESSAGES.get((leaf, err.validator), err.message)
-
-
 def validate_spec(spec):
     """Return the spec without unset keys and with defaults; InvalidSpec lists every bad field."""
     if not isinstance(spec, dict):
         raise InvalidSpec("the VM spec must be a dict, not %s" % type(spec).__name__)
     spec = dict((k, v) for k, v in spec.items() if v is not None)
-    errors = [{"path": path, "message": message} for path, message in _errors(spec)]
+    errors = [{"path": path, "message": message} for path, message in schema_errors(spec_schema(), spec, _MESSAGES)]
     if errors:
         raise InvalidSpec("invalid VM spec: " + "; ".join(
             "%s: %s" % (e["path"], e["message"]) for e in errors), details={"errors": errors})
