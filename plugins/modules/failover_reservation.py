@@ -186,6 +186,13 @@ removed:
   returned: when O(state=absent)
   type: list
   elements: str
+native_capacity:
+  description:
+    - Where a provider's backend holds failover capacity natively (the optional
+      C(resilient_virt_hold_capacity) hook), the reservations it now holds (C(held)), released
+      (C(released)), and C(errors) (such a reservation stays tracked by the collection, with a warning).
+  returned: when a backend held or released capacity
+  type: dict
 evacuation:
   description:
     - The evacuation plan - failed_hosts, complete, affected, placed, moves (vm, from_host,
@@ -196,6 +203,7 @@ evacuation:
 
 from ansible_collections.resilient.virt.plugins.module_utils.module_base import ResilientModule
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
+from ansible_collections.resilient.virt.plugins.module_utils.failover import native_capacity
 
 
 def _view(reservations):
@@ -225,6 +233,7 @@ class FailoverReservationModule(ResilientModule):
         from ansible_collections.resilient.virt.plugins.module_utils.failover.storage import ReservationBook
 
         self.book = ReservationBook(self.store, self.params["creator"])
+        self.opened = {}
         if self.params["state"] == "absent":
             return self._absent()
         if self.params["state"] == "evacuated":
@@ -248,7 +257,8 @@ class FailoverReservationModule(ResilientModule):
             if self.params["all_providers"] or self.params.get("provider") is not None:
                 raise InvalidSpec("give the fleet either with hypervisors and vms, or through provider/all_providers, not both")
             return Fleet.given(self.params["hypervisors"], self.params["vms"])
-        return Fleet.listed([(ref, self.open_provider(ref)) for ref in self._references()])
+        self.opened = dict((ref, self.open_provider(ref)) for ref in self._references())
+        return Fleet.listed(sorted(self.opened.items(), key=lambda pair: str(pair[0])))
 
     def _present(self):
         from ansible_collections.resilient.virt.plugins.module_utils.failover.reconcile import run_cycle
@@ -269,11 +279,13 @@ class FailoverReservationModule(ResilientModule):
         def cycle(reservations, counter, now):
             return run_cycle(hypervisors, fleet.vms, reservations, settings, now, counter, fleet.running)
 
+        native = None
         if self.check_mode:
             stored = self.book.load()
             outcome, before = cycle(stored.reservations, stored.cycle, self.store.now()), stored.reservations
         else:
-            outcome, before = self.book.reconcile(cycle, fleet.definitions, fleet.owners)
+            outcome, before, held = self.book.reconcile(cycle, fleet.definitions, fleet.owners)
+            native = self._sync_native(outcome, held, fleet.owners)
         result = outcome.to_dict()
         result = dict(
             changed=outcome.changed_anything,
@@ -282,13 +294,42 @@ class FailoverReservationModule(ResilientModule):
             vm_status=result["vm_status"],
             deleted=result["deleted"],
         )
+        if native:
+            result["native_capacity"] = native
         if self.diff_mode and outcome.changed_anything:
             result["diff"] = dict(before=_view(before), after=_view(outcome.reservations))
         return result
 
+    def _sync_native(self, outcome, held, owners):
+        """Hold or release capacity natively where a backend can; the report, or None when nothing happened."""
+        by_name = outcome.reservations_by_name()
+        created = [by_name[name] for name in outcome.created if name in by_name]
+        deleted = [deletion.reservation for deletion in outcome.deleted]
+        new_held, report = native_capacity.sync(created, deleted, self.opened, owners, held)
+        if new_held != held:
+            self.book.save_held(new_held)
+        return self._report_native(report)
+
+    def _report_native(self, report):
+        """Warn about failed native holds or releases; the report, or None when nothing happened."""
+        for error in report["errors"]:
+            self.warnings.append("could not %s capacity natively for %s: %s" % (error["action"], error["reservation"], error["error"]["message"]))
+        return report if any(report.values()) else None
+
     def _absent(self):
-        removed = self.book.load().reservations if self.check_mode else self.book.remove()
+        native = None
+        if self.check_mode:
+            removed = self.book.load().reservations
+        else:
+            removed, held, owners = self.book.remove()
+            if held:
+                refs = set(owners.get(res.host, "") for res in removed if res.name in held) - {""}
+                self.opened = dict((ref, self.open_provider(ref)) for ref in refs)
+                dummy, report = native_capacity.sync([], removed, self.opened, owners, held)
+                native = self._report_native(report)
         result = dict(changed=bool(removed), removed=sorted(res.name for res in removed), reservations=[])
+        if native:
+            result["native_capacity"] = native
         if self.diff_mode and removed:
             result["diff"] = dict(before=_view(removed), after={})
         return result

@@ -5,6 +5,7 @@ the lab shows a real evacuation: a hypervisor's libvirtd is killed and its VMs a
 hypervisor that holds their reservation.
 """
 import libvirt
+import yaml
 
 from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
 
@@ -146,3 +147,36 @@ def test_evacuation_moves_vms_of_a_killed_hypervisor(tmp_path, lab, lab_module, 
                     "loop": names} for hv in ("hv1", "hv3")]
         cleanup.append({"name": "drop", FO: {"creator": "evac", "state": "absent"}})
         run_playbook(tmp_path, [play(cleanup, module_defaults=defaults)], name="cleanup")
+
+
+def test_evacuation_migrates_vsphere_vms(tmp_path, lab):
+    with open(lab.inventory_file) as f:
+        vcsim = yaml.safe_load(f)["all"]["vars"]["resilient_virt_providers"]["vcsim"]
+    names = ["evac-vs-1", "evac-vs-2"]
+    defaults = {"state_store": "sqlite:///%s" % (tmp_path / "state.db"), "provider": vcsim}
+    setup = [
+        {"name": "create", "loop": names, "resilient.virt.vm": {
+            "name": "{{ item }}", "vcpus": 1, "memory_mb": 256, "metadata": {"flavor": "web"}, "state": "running"}},
+        {"name": "reserve", FO: {"requirements": {"web": 1}, "creator": "evac-vs", "limit_one_new_per_hypervisor": False}},
+        {"name": "where", "resilient.virt.vm_info": {"filters": {"state": "running"}}},
+    ]
+    run = run_playbook(tmp_path, [play(setup, module_defaults=defaults)], name="vs-setup")
+    try:
+        assert run.rc == 0, run
+        assert run.task("reserve")["summary"]["vms_covered"] == 2, run.task("reserve")["vm_status"]
+        host = {vm["name"]: vm["hypervisor"] for vm in run.task("where")["vms"]}[names[0]]
+        evacuate = {FO: {"creator": "evac-vs", "state": "evacuated", "failed_hosts": [host]}}
+        tasks = [dict(evacuate, name="evacuate"), dict(evacuate, name="evacuate again"),
+                 {"name": "after", "resilient.virt.vm_info": {"name": names[0]}}]
+        run = run_playbook(tmp_path, [play(tasks, module_defaults=defaults)], name="vs-evacuate")
+        assert run.rc == 0, run
+        moves = run.task("evacuate")["evacuation"]["moves"]
+        mine = [m for m in moves if m["name"] == names[0]]
+        assert len(mine) == 1 and mine[0]["action"] == "migrate" and mine[0]["to_host"] != host, moves
+        after = run.task("after")["vms"][0]
+        assert after["hypervisor"] == mine[0]["to_host"] and after["state"] == "running"
+        assert all(m["action"] == "none" for m in run.task("evacuate again")["evacuation"]["moves"])
+    finally:
+        cleanup = [{"name": "delete", "loop": names, "resilient.virt.vm": {"name": "{{ item }}", "state": "absent"}},
+                   {"name": "drop", FO: {"creator": "evac-vs", "state": "absent"}}]
+        run_playbook(tmp_path, [play(cleanup, module_defaults=defaults)], name="vs-cleanup")

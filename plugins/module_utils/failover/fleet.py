@@ -2,9 +2,22 @@
 # Copyright: resilient.virt contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The fleet a reconcile cycle plans over: hypervisors and VMs, given or listed from providers."""
+import math
+
 from ansible_collections.resilient.virt.plugins.module_utils.failover.model import VM, Hypervisor
 
 FLAVOR_KEY = "flavor"
+CAPACITY_KEYS = ("cpu", "memory_mb", "used_cpu", "used_memory_mb")
+
+
+def _whole(hypervisor):
+    """A provider's hypervisor dict with whole capacity numbers: usage rounded up, capacity down
+    (vSphere reports CPU use as a fraction of cores)."""
+    out = dict(hypervisor)
+    for key in CAPACITY_KEYS:
+        if isinstance(out.get(key), float):
+            out[key] = int(math.ceil(out[key]) if key.startswith("used_") else math.floor(out[key]))
+    return out
 
 
 class Fleet:
@@ -37,7 +50,7 @@ class Fleet:
         for reference, provider in providers:
             zones = {}
             for index, item in enumerate(provider.list_hypervisors()):
-                hypervisors.append(Hypervisor.from_dict(item, "%s hypervisors[%d]" % (provider.key, index)))
+                hypervisors.append(Hypervisor.from_dict(_whole(item), "%s hypervisors[%d]" % (provider.key, index)))
                 zones[item["name"]] = item.get("az") or ""
                 owners[item["name"]] = reference
             for item in provider.list_vms():

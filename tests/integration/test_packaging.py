@@ -1,0 +1,37 @@
+"""The collection builds into a tarball that installs, and every module's documentation renders."""
+import json
+import os
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODULES = ("circuit_breaker", "failover_reservation", "provider", "vm", "vm_info")
+
+
+def _run(args, **kwargs):
+    return subprocess.run(args, capture_output=True, text=True, check=False, timeout=300, **kwargs)
+
+
+def test_build_install_and_ansible_doc(tmp_path):
+    built = _run(["ansible-galaxy", "collection", "build", ROOT, "--output-path", str(tmp_path)])
+    assert built.returncode == 0, built.stderr
+    tarballs = [name for name in os.listdir(tmp_path) if name.endswith(".tar.gz")]
+    assert tarballs == ["resilient-virt-0.1.0.tar.gz"]
+
+    target = tmp_path / "collections"
+    installed = _run(["ansible-galaxy", "collection", "install", "--force", str(tmp_path / tarballs[0]), "-p", str(target)])
+    assert installed.returncode == 0, installed.stderr
+    root = target / "ansible_collections" / "resilient" / "virt"
+    assert (root / "plugins" / "modules" / "vm.py").is_file()
+    assert not (root / "lab" / "run").exists(), "lab state was packed into the tarball"
+
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(target))
+    docs = _run(["ansible-doc", "--json"] + ["resilient.virt.%s" % name for name in MODULES], env=env)
+    assert docs.returncode == 0, docs.stderr
+    rendered = json.loads(docs.stdout)
+    for name in MODULES:
+        entry = rendered["resilient.virt.%s" % name]
+        assert entry["doc"]["short_description"] and entry["examples"] and entry["return"] is not None, name
+        assert "provider" in entry["doc"]["options"], "%s lacks the common provider option" % name
+        assert "resilience" in entry["doc"]["options"], "%s lacks the common resilience option" % name
+    role = _run(["ansible-doc", "-t", "role", "resilient.virt.failover_reservations"], env=env)
+    assert role.returncode == 0 and "failover_requirements" in role.stdout, role.stderr
