@@ -106,7 +106,7 @@ class ResilientModule:
         catalog = self.params.get("providers") or {}
         if reference is None:
             if len(catalog) == 1:
-                return dict(next(iter(catalog.values())), name=next(iter(catalog)))
+                return self.provider_config(next(iter(catalog)), field)
             raise InvalidSpec(
                 "%s is required: give a dict such as {type: libvirt, uri: 'qemu:///system'} "
                 "or the name of an entry of 'providers'" % field
@@ -160,10 +160,15 @@ class ResilientModule:
 
     def _close(self):
         for provider in self._providers:
+            self.warnings.extend(w for w in getattr(provider.provider, "warnings", ()) if w not in self.warnings)
             try:
                 provider.close()
             except Exception:  # noqa: BLE001 - closing must never mask the result
                 pass
+
+    def _warn(self):
+        for warning in self.warnings:
+            self.ansible.warn(warning)
 
     @classmethod
     def main(cls):
@@ -179,17 +184,16 @@ class ResilientModule:
         facts = module._facts()
         for key, value in facts.items():  # facts the module set itself win
             result.setdefault("ansible_facts", {}).setdefault(key, value)
-        if module.warnings:
-            result["warnings"] = module.warnings
+        module._warn()
         module.ansible.exit_json(**result)
 
-    def fail(self, err, **extra):
-        """Exit with a clean failure describing ``err``; ``extra`` is added to the result."""
+    def fail(self, err):
+        """Exit with a clean failure describing ``err`` (plus ``err.result``, set by the module)."""
         self._close()
         result = dict(error=err.to_dict())
         result.update(getattr(err, "result", None) or {})
-        result.update(extra)
         facts = self._facts()
         if facts:
             result["ansible_facts"] = facts
+        self._warn()
         self.ansible.fail_json(msg="%s: %s" % (err.type, err.message), **result)

@@ -248,7 +248,7 @@ class FailoverReservationModule(ResilientModule):
             if not catalog:
                 raise InvalidSpec("all_providers=true needs named providers in 'providers'")
             return sorted(catalog)
-        return [self.params.get("provider")]
+        return [None]  # the provider option itself
 
     def _fleet(self):
         from ansible_collections.resilient.virt.plugins.module_utils.failover.fleet import Fleet

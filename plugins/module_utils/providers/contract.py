@@ -165,6 +165,7 @@ class Provider:
                               details={"errors": errors})
         clean["type"] = self.type_name
         self.config = clean
+        self.warnings = []  # things the user should know (insecure settings...); modules show them
 
     @property
     def key(self):

@@ -93,7 +93,6 @@ class VSphereProvider(Provider):
         port = self.config["port"]
         if not 0 < port < 65536:
             raise _invalid("provider.port", "%d is not a TCP port (1-65535)" % port)
-        self.warnings = []
         if self.config["protocol"] == "http":
             self.warnings.append(
                 "provider.protocol is http: the session with %s, password included, is not "
