@@ -61,7 +61,7 @@ def plan(current, state, spec):
 
 def predict(current, actions, spec):
     """The VM view after ``actions``, for check mode and diff."""
-    after = dict(_view(current)) if current is not None else {}
+    after = dict(_view(current))
     for verb, arguments in actions:
         if verb == "delete":
             return {"state": "absent"}
