@@ -46,7 +46,7 @@ unit: link
 integration: link
 	$(PYTHON) -m pytest -q tests/integration
 
-sanity: link
+sanity: deps link
 	rm -rf $(SANITY_DIR) && mkdir -p $(SANITY_DIR)
 	git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C $(SANITY_DIR)
 	install -D -m 0644 tests/sanity/bootstrap_pip.py $(GET_PIP_CACHE)

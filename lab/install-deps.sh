@@ -2,7 +2,8 @@
 # Install what the lab and the test suite need on Debian 12 (run as root; idempotent).
 #
 # - libvirt + QEMU (TCG) for the lab hypervisors, virsh, headers to build libvirt-python,
-# - redis-server for the Redis state store tests, shellcheck for ansible-test sanity,
+# - redis-server and openssl (test certificates) for the Redis state store tests,
+# - shellcheck for ansible-test sanity,
 # - Go and govmomi (with its simulator package) to build the vSphere API simulator.
 #
 # apt runs only when a package is missing (apt-get update only then). No service is started
@@ -10,7 +11,7 @@
 set -eu
 
 PACKAGES="libvirt-daemon-system qemu-system-x86 libvirt-clients libvirt-dev pkg-config gcc libc6-dev
-redis-server golang-go golang-github-vmware-govmomi-dev shellcheck"
+redis-server openssl golang-go golang-github-vmware-govmomi-dev shellcheck"
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps.sh: run as root" >&2
