@@ -125,6 +125,18 @@ class ResilientModule:
             return dict(reference)
         raise InvalidSpec("%s must be a dict or the name of an entry of 'providers', not %s" % (field, type(reference).__name__))
 
+    def provider_references(self):
+        """The providers a task with an ``all_providers`` option works on: every entry of
+        ``providers`` (sorted) when it is true, else the ``provider`` option (as None)."""
+        if not self.params["all_providers"]:
+            return [None]
+        if self.params.get("provider") is not None:
+            raise InvalidSpec("set either provider or all_providers=true, not both")
+        catalog = self.params.get("providers") or {}
+        if not catalog:
+            raise InvalidSpec("all_providers=true needs named providers in 'providers'")
+        return sorted(catalog)
+
     def open_provider(self, reference=None, field="provider"):
         """Connect to a provider through the resilience policy; closed when the module exits."""
         from ansible_collections.resilient.virt.plugins.module_utils.providers.registry import open_provider

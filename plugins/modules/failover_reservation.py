@@ -240,16 +240,6 @@ class FailoverReservationModule(ResilientModule):
             return self._evacuated()
         return self._present()
 
-    def _references(self):
-        if self.params["all_providers"]:
-            if self.params.get("provider") is not None:
-                raise InvalidSpec("set either provider or all_providers=true, not both")
-            catalog = self.params.get("providers") or {}
-            if not catalog:
-                raise InvalidSpec("all_providers=true needs named providers in 'providers'")
-            return sorted(catalog)
-        return [None]  # the provider option itself
-
     def _fleet(self):
         from ansible_collections.resilient.virt.plugins.module_utils.failover.fleet import Fleet
 
@@ -257,7 +247,7 @@ class FailoverReservationModule(ResilientModule):
             if self.params["all_providers"] or self.params.get("provider") is not None:
                 raise InvalidSpec("give the fleet either with hypervisors and vms, or through provider/all_providers, not both")
             return Fleet.given(self.params["hypervisors"], self.params["vms"])
-        self.opened = dict((ref, self.open_provider(ref)) for ref in self._references())
+        self.opened = dict((ref, self.open_provider(ref)) for ref in self.provider_references())
         return Fleet.listed(sorted(self.opened.items(), key=lambda pair: str(pair[0])))
 
     def _present(self):

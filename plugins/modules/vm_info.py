@@ -114,7 +114,7 @@ provider_errors:
 """
 
 from ansible_collections.resilient.virt.plugins.module_utils.module_base import ResilientModule
-from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, NotFound, VirtError
+from ansible_collections.resilient.virt.plugins.module_utils.errors import NotFound, VirtError
 
 
 def matches(vm, filters):
@@ -137,16 +137,6 @@ class VmInfoModule(ResilientModule):
         on_provider_error=dict(type="str", default="fail", choices=["fail", "warn"]),
     )
 
-    def _references(self):
-        if not self.params["all_providers"]:
-            return [None]
-        catalog = self.params.get("providers") or {}
-        if self.params.get("provider") is not None:
-            raise InvalidSpec("set either provider or all_providers=true, not both")
-        if not catalog:
-            raise InvalidSpec("all_providers=true needs named providers in 'providers'")
-        return sorted(catalog)
-
     def _list(self, reference):
         provider = self.open_provider(reference)
         if self.params["name"]:
@@ -161,7 +151,7 @@ class VmInfoModule(ResilientModule):
     def run(self):
         filters = self.params.get("filters") or {}
         vms, errors = [], []
-        for reference in self._references():
+        for reference in self.provider_references():
             try:
                 vms.extend(vm for vm in self._list(reference) if matches(vm, filters))
             except VirtError as err:
