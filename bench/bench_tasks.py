@@ -37,7 +37,7 @@ target is reported, not an error) and 1 when it could not run.
 """
 import argparse
 import glob
-import importlib.util
+import importlib
 import json
 import os
 import re
@@ -62,13 +62,6 @@ PLAYBOOK_TIMEOUT = 1800
 
 class BenchError(Exception):
     """The bench could not run; the message says why and what to do."""
-
-
-def _load_lab_module():
-    spec = importlib.util.spec_from_file_location("lab_lab", os.path.join(ROOT, "lab", "lab.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 use_checkout()
@@ -357,7 +350,7 @@ def _outage_case(runner, hv, resilience, tasks, label):
 
 def measure_outage(runner, lab_dir, hv, tasks, off_tasks, baseline):
     """Breaker on vs off on a killed hypervisor; hv is restarted before returning."""
-    lab = _load_lab_module().Lab(lab_dir)
+    lab = importlib.import_module("lab").Lab(lab_dir)
     if lab.hypervisor(hv["name"]).state() != "running":
         raise BenchError("%s is not running; run `python3 lab/lab.py up --run-dir %s`"
                          % (hv["name"], lab_dir))

@@ -17,7 +17,7 @@ process. Prints a markdown table of medians and 95th percentiles in milliseconds
     python3 bench/bench_vsphere.py [--vms N] [--rounds N] [--json PATH]
 """
 import argparse
-import importlib.util
+import importlib
 import json
 import os
 import statistics
@@ -25,19 +25,11 @@ import sys
 import tempfile
 import time
 
-from checkout import ROOT, use_checkout
-
-
-def _load_vcsim():
-    path = os.path.join(ROOT, "lab", "vcsim.py")
-    spec = importlib.util.spec_from_file_location("lab_vcsim", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from checkout import use_checkout
 
 
 use_checkout()
-vcsim = _load_vcsim()
+vcsim = importlib.import_module("vcsim")
 
 from ansible_collections.resilient.virt.plugins.module_utils.providers import (  # noqa: E402
     vsphere_backend)

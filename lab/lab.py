@@ -22,6 +22,8 @@ import sys
 import threading
 import time
 
+import vcsim  # lab/vcsim.py: this directory is on sys.path for the script and for its importers
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_RUN_DIR = os.path.join(REPO_ROOT, "lab", "run")
 RUN_DIR_ENV = "RESILIENT_VIRT_LAB_DIR"
@@ -363,16 +365,6 @@ def provider_config(hv):
             "cpu_allocation_ratio": CPU_ALLOCATION_RATIO}
 
 
-def _vcsim():
-    """lab/vcsim.py, the vSphere simulator of the lab, loaded by path (this file may be imported)."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        "resilient_virt_lab_vcsim", os.path.join(os.path.dirname(os.path.abspath(__file__)), "vcsim.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def inventory(hypervisors, run_dir, python=None, vsphere=None):
     """Ansible inventory (as a dict): one local host per hypervisor, AZ groups, provider vars.
 
@@ -474,7 +466,7 @@ class Lab:
                                   lambda hv: hv.wait_ready(deadline)))
         if errors:
             raise LabError("; ".join(str(errors[n]) for n in sorted(errors)))
-        simulator = _vcsim().start(self.run_dir) if vsphere else None
+        simulator = vcsim.start(self.run_dir) if vsphere else None
         self._write_state(wanted, simulator)
         return started
 
@@ -547,7 +539,7 @@ class Lab:
         with self._locked():
             self._down(hypervisors)
             if names is None:
-                _vcsim().stop(self.run_dir)
+                vcsim.stop(self.run_dir)
 
     @staticmethod
     def _down(hypervisors):

@@ -8,7 +8,7 @@ down at the end. Tests that use it are marked ``lab``: deselect them with ``-m "
 ``outage``: stop/start/freeze/thaw one hypervisor; whatever a test broke is repaired afterwards.
 ``domain_xml``: builds the XML of a tiny diskless TCG domain (64 MiB, 1 vCPU).
 """
-import importlib.util
+import importlib
 import os
 import sys
 import xml.etree.ElementTree as ET
@@ -19,17 +19,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 LAB_COUNT = 3
 
 
-def _load_lab_module():
-    name = "resilient_virt_lab"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "lab", "lab.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-labtool = _load_lab_module()
+LAB_DIR = os.path.join(ROOT, "lab")
+if LAB_DIR not in sys.path:
+    sys.path.insert(0, LAB_DIR)  # lab/lab.py and lab/vcsim.py import as ``lab`` and ``vcsim``
+labtool = importlib.import_module("lab")
 
 
 def pytest_collection_modifyitems(items):

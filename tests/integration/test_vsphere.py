@@ -6,7 +6,7 @@ is built once (lab/run/vcsim/bin) and each simulator used here runs in a tempora
 Errors are classified as GuardedProvider does: the provider's classify_error, then the
 standard classifier.
 """
-import importlib.util
+import importlib
 import os
 import shutil
 import time
@@ -19,7 +19,6 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
 from ansible_collections.resilient.virt.plugins.module_utils.providers.vsphere_backend import (
     VSphereProvider)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOVMOMI = "/usr/share/gocode/src/github.com/vmware/govmomi/simulator"
 
 if shutil.which("go") is None or not os.path.isdir(GOVMOMI):
@@ -27,15 +26,7 @@ if shutil.which("go") is None or not os.path.isdir(GOVMOMI):
                 allow_module_level=True)
 
 
-def _load_vcsim():
-    path = os.path.join(ROOT, "lab", "vcsim.py")
-    spec = importlib.util.spec_from_file_location("lab_vcsim", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-vcsim = _load_vcsim()
+vcsim = importlib.import_module("vcsim")  # lab/ is on sys.path (conftest.py)
 BIN_DIR = os.path.join(vcsim.DEFAULT_RUN_DIR, "vcsim", "bin")
 ZONES = {"DC0_C0", "DC0_C1"}
 
