@@ -20,12 +20,17 @@ options:
         C(storage_pool), C(domain_type) (C(qemu) or C(kvm))."
       - "vsphere: C(host), C(port), C(username), C(password), C(validate_certs) (default true),
         C(datacenter)."
-      - Keys such as C(password) and C(token) are treated as secrets and never shown.
+      - Keys whose name contains C(pass), C(pwd), C(secret), C(token), C(api_key),
+        C(private_key) or C(credential), and passwords inside URLs (C(qemu+ssh://user:PASSWORD@host/system)),
+        are secrets - masked in results, C(-vvv) output and errors on every path (even when
+        Ansible rejects the arguments), and never written to the state store. Values shorter than
+        4 characters are not masked (Ansible masks by substring).
       - When omitted and O(providers) holds exactly one entry, that entry is used.
     type: raw
   providers:
     description:
       - Named provider dicts, so a play can set them once with C(module_defaults) and tasks refer
-        to one by name in O(provider).
+        to one by name in O(provider). Every entry must be a dict; the secrets of every entry are
+        masked, whichever provider the task uses.
     type: dict
 """

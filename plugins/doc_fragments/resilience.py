@@ -25,6 +25,9 @@ options:
       - Retry, circuit breaker, rate limit and timeout settings for every provider call of the task.
       - Each key falls back to its environment variable, then to the retry preset, then to the
         built-in default. Durations accept seconds as a number or strings such as C(100ms), C(30s), C(4m).
+      - Every setting has a valid range (for example O(resilience.reset_timeout) at most 7 days, the
+        operation timeouts at most 1 day); a value outside it fails the task with C(InvalidSpec)
+        before anything is stored or called.
       - Settable once for all modules through C(module_defaults) with the C(group/resilient.virt.all) action group.
     type: dict
     suboptions:
@@ -87,6 +90,14 @@ options:
         type: raw
       timeout_task_status:
         description: Time limit of one task status poll. Environment E(RESILIENT_VIRT_RPC_TIMEOUT_TASK_STATUS); default 10s.
+        type: raw
+      store_timeout:
+        description:
+          - Time limit of one read or write of the state store, shortened to what is left of the
+            call's O(resilience.deadline). A store that does not answer in time, is locked for
+            longer or is damaged fails the task with C(Unavailable) naming the store; such a failure
+            is not retried and never counts against a provider's circuit breaker.
+          - Environment E(RESILIENT_VIRT_STORE_TIMEOUT); default 5s, at most 10m.
         type: raw
 notes:
   - Circuit breaker state is published as the fact C(resilient_virt_breakers), so it lands in the

@@ -14,8 +14,12 @@ opened; refused calls do not push that time back. A failed probe opens it again 
 ``reset_timeout`` unless ``reset()`` closes it first.
 
 Every change is one ``store.update`` so counters stay exact with many processes. A call through
-a closed breaker costs one store read before it and one update after it.
+a closed breaker costs one store read before it and one update after it. Each of them takes an
+optional ``timeout`` for the store operation (see ``state_store.StateStore``). A stored time that
+is not a usable epoch (written by a bug or by hand) counts as "now", so a damaged record can
+never keep a breaker open.
 """
+import math
 import os
 import time
 
@@ -31,6 +35,8 @@ ALIVE_ERRORS = frozenset(("NotFound", "InvalidSpec", "Conflict", "Unauthorized",
 _EMPTY = {"state": "closed", "consecutive_failures": 0, "failures_total": 0, "opened_total": 0,
           "rejected_total": 0, "successes_total": 0, "opened_at": None, "half_open_at": None,
           "probes": {}, "probe_successes": 0, "last_error": None}
+_COUNTERS = ("consecutive_failures", "failures_total", "opened_total", "rejected_total",
+             "successes_total", "probe_successes")
 _CONFIG = ("failure_threshold", "reset_timeout", "half_open_max_calls", "success_threshold",
            "probe_lease")
 
@@ -48,18 +54,37 @@ class Permit:
         return "Permit(%r, probe=%r)" % (self.breaker, self.probe)
 
 
+_LATEST = 4102444800.0  # 2100-01-01: later epochs in a record are damage, not plans
+
+
+def _epoch(value, now):
+    """``value`` as an epoch, or ``now`` when it is not a finite time before 2100."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and \
+            math.isfinite(value) and 0 <= value <= _LATEST:
+        return float(value)
+    return now
+
+
 def _utc(epoch):
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(_epoch(epoch, time.time())))
 
 
 def _advance(current, now):
     """A copy of the stored record brought to ``now``: open -> half_open, stale probes dropped."""
     rec = dict(_EMPTY)
-    if current:
+    if isinstance(current, dict):
         rec.update(current)
-    rec["probes"] = {pid: exp for pid, exp in rec["probes"].items() if exp > now}
-    if rec["state"] == "open" and now >= rec["half_open_at"]:
-        rec.update(state="half_open", probes={}, probe_successes=0)
+    for counter in _COUNTERS:
+        if isinstance(rec[counter], bool) or not isinstance(rec[counter], int):
+            rec[counter] = 0
+    probes = rec["probes"] if isinstance(rec["probes"], dict) else {}
+    rec["probes"] = {pid: exp for pid, exp in probes.items() if _epoch(exp, now) > now}
+    if rec["state"] == "open":
+        rec["half_open_at"] = _epoch(rec["half_open_at"], now)
+        if now >= rec["half_open_at"]:
+            rec.update(state="half_open", probes={}, probe_successes=0)
+    elif rec["state"] not in ("closed", "half_open"):
+        rec["state"] = "closed"
     return rec
 
 
@@ -101,36 +126,41 @@ class CircuitBreaker:
                                      else probe_lease, float)
         self._config = {field: getattr(self, field) for field in _CONFIG}
 
-    def _change(self, fn):
+    def _change(self, fn, timeout=None):
         """store.update with ``fn(rec, now) -> result`` on an advanced copy; config recorded."""
         def apply(current, now):
             rec = _advance(current, now)
             result = fn(rec, now)
             rec.update(self._config)
             return rec, result
-        return self.store.update(NAMESPACE, self.name, apply)
+        return self.store.update(NAMESPACE, self.name, apply, timeout=timeout)
 
     def _open(self, rec, now):
         rec.update(state="open", opened_at=now, half_open_at=now + self.reset_timeout,
                    opened_total=rec["opened_total"] + 1, probes={}, probe_successes=0)
 
-    def before_call(self):
-        """A Permit for one call, or BreakerOpen (counted in rejected_total)."""
-        current = self.store.get(NAMESPACE, self.name)
-        if current is None or current.get("state") == "closed":
+    def before_call(self, timeout=None, lease=None):
+        """A Permit for one call, or BreakerOpen (counted in rejected_total).
+
+        A probe (half-open) holds its slot for ``lease`` seconds (default ``probe_lease``): the
+        longest the call it admits can take, so a probe whose process died frees it then.
+        """
+        current = self.store.get(NAMESPACE, self.name, timeout=timeout)
+        if not isinstance(current, dict) or current.get("state") == "closed":
             return Permit(self.name)
         probe = os.urandom(8).hex()
+        lease = self.probe_lease if lease is None else min(self.probe_lease, lease)
 
         def admit(rec, now):
             if rec["state"] == "closed":
                 return Permit(self.name), None
             if rec["state"] == "half_open" and len(rec["probes"]) < self.half_open_max_calls:
-                rec["probes"][probe] = now + self.probe_lease
+                rec["probes"][probe] = now + lease
                 return Permit(self.name, probe), None
             rec["rejected_total"] += 1
             return None, self._refusal(rec, now)
 
-        permit, refusal = self._change(admit)
+        permit, refusal = self._change(admit, timeout)
         if refusal is not None:
             raise refusal
         return permit
@@ -151,7 +181,7 @@ class CircuitBreaker:
                        % (self.name, self.half_open_max_calls, _utc(at), max(0.0, at - now)))
         return BreakerOpen(self.name, at, message=message)
 
-    def on_success(self, permit):
+    def on_success(self, permit, timeout=None):
         """The provider answered: count it; enough successful probes close the breaker."""
         def success(rec, now):
             rec["successes_total"] += 1
@@ -162,15 +192,15 @@ class CircuitBreaker:
                                half_open_at=None, probes={}, probe_successes=0)
             elif rec["state"] == "closed":
                 rec["consecutive_failures"] = 0
-        self._change(success)
+        self._change(success, timeout)
 
-    def on_failure(self, permit, err):
+    def on_failure(self, permit, err, timeout=None):
         """The call failed with ``err``: unhealthy errors count, alive-proving ones succeed."""
         err = classify(err)
         if err.type in ALIVE_ERRORS:
-            return self.on_success(permit)
+            return self.on_success(permit, timeout)
         if not counts_against_breaker(err):
-            return self.release(permit)
+            return self.release(permit, timeout)
         last = {"type": err.type, "message": redact(err.message)[:500]}
 
         def failure(rec, now):
@@ -182,16 +212,16 @@ class CircuitBreaker:
             elif rec["state"] == "closed" and \
                     rec["consecutive_failures"] >= self.failure_threshold:
                 self._open(rec, now)
-        self._change(failure)
+        self._change(failure, timeout)
 
-    def release(self, permit):
+    def release(self, permit, timeout=None):
         """The call ended without a verdict from the provider: only free its probe slot."""
         if permit.probe is None:
             return
 
         def free(rec, now):
             rec["probes"].pop(permit.probe, None)
-        self._change(free)
+        self._change(free, timeout)
 
     def reset(self):
         """Close now; the failure streak is cleared, the totals are kept."""

@@ -39,66 +39,73 @@ RETRY_PRESETS = {
     "none": {"max_attempts": 1, "base_delay": 0.5, "max_delay": 30.0, "multiplier": 2.0},
 }
 
-Setting = namedtuple("Setting", "key option env default kind minimum description")
+Setting = namedtuple("Setting", "key option env default kind minimum maximum description")
 Setting.__doc__ = """One setting. ``key``: field of ResilienceSettings; ``option``: module option
-path; ``env``: environment variable; ``kind``: duration|int|float|str|choice; ``minimum``: lowest
-valid value (None = no numeric check)."""
+path; ``env``: environment variable; ``kind``: duration|int|float|str|choice; ``minimum`` and
+``maximum``: the valid range (None = no numeric check)."""
 
 _D = RETRY_PRESETS["default"]
+MAX_DURATION = 7 * 24 * 3600.0  # longer waits and limits are mistakes (and overflow clocks)
+_DAY = 24 * 3600.0
+_HOUR = 3600.0
 
 
-def _s(key, env, default, kind, minimum, description, option=None):
+def _s(key, env, default, kind, bounds, description, option=None):
+    minimum, maximum = bounds
     return Setting(key, option or "%s.%s" % (OPTION, key), ENV_PREFIX + env, default, kind,
-                   minimum, description)
+                   minimum, maximum, description)
 
 
 SETTINGS = (
-    _s("state_store", "STATE_STORE", None, "str", None,
+    _s("state_store", "STATE_STORE", None, "str", (None, None),
        "Where breaker and rate limit state is shared: sqlite:///path or redis://host:port/db "
        "(rediss:// for TLS). Unset: a SQLite file under ~/.ansible/resilient_virt/.",
        option="state_store"),
-    _s("retry_preset", "RETRY_PRESET", "default", "choice", None,
+    _s("retry_preset", "RETRY_PRESET", "default", "choice", (None, None),
        "Named retry numbers: " + "; ".join(
            "%s (%d attempts, %gs base, %gs cap, x%g)" % (name, p["max_attempts"], p["base_delay"], p["max_delay"], p["multiplier"])
            for name, p in RETRY_PRESETS.items()) + ". Explicit retry settings override it."),
-    _s("max_attempts", "RETRY_MAX_ATTEMPTS", _D["max_attempts"], "int", 1,
+    _s("max_attempts", "RETRY_MAX_ATTEMPTS", _D["max_attempts"], "int", (1, 100),
        "Attempts per call, the first included (1 = no retry). Default from retry_preset."),
-    _s("base_delay", "RETRY_BASE_DELAY", _D["base_delay"], "duration", 0,
+    _s("base_delay", "RETRY_BASE_DELAY", _D["base_delay"], "duration", (0, _HOUR),
        "Wait before the first retry; grows by multiplier per retry (plus up to 10% jitter). "
        "Default from retry_preset."),
-    _s("max_delay", "RETRY_MAX_DELAY", _D["max_delay"], "duration", 0,
+    _s("max_delay", "RETRY_MAX_DELAY", _D["max_delay"], "duration", (0, _HOUR),
        "Longest wait between two attempts. Default from retry_preset."),
-    _s("multiplier", "RETRY_MULTIPLIER", _D["multiplier"], "float", 1,
+    _s("multiplier", "RETRY_MULTIPLIER", _D["multiplier"], "float", (1, 10),
        "Growth factor of the wait between attempts. Default from retry_preset."),
-    _s("deadline", "RETRY_DEADLINE", None, "duration?", 0,
+    _s("deadline", "RETRY_DEADLINE", None, "duration?", (0, MAX_DURATION),
        "Overall time for one call, every attempt and wait included. Unset (or none/0): bounded "
        "by max_attempts, the operation timeout of each attempt and the waits."),
-    _s("failure_threshold", "CB_FAILURE_THRESHOLD", 5, "int", 1,
+    _s("failure_threshold", "CB_FAILURE_THRESHOLD", 5, "int", (1, 10000),
        "Consecutive provider failures (unreachable, timeout) that open the circuit breaker."),
-    _s("reset_timeout", "CB_RESET_SECONDS", 30.0, "duration", 0,
+    _s("reset_timeout", "CB_RESET_SECONDS", 30.0, "duration", (0, MAX_DURATION),
        "Time an open breaker refuses calls before letting probe calls through (half-open)."),
-    _s("half_open_max_calls", "CB_HALF_OPEN_MAX_CALLS", 1, "int", 1,
+    _s("half_open_max_calls", "CB_HALF_OPEN_MAX_CALLS", 1, "int", (1, 1000),
        "Probe calls allowed at the same time, across all processes, while half-open."),
-    _s("success_threshold", "CB_SUCCESS_THRESHOLD", 1, "int", 1,
+    _s("success_threshold", "CB_SUCCESS_THRESHOLD", 1, "int", (1, 1000),
        "Successful probe calls that close a half-open breaker."),
-    _s("rate_limit_qps", "RATE_LIMIT_QPS", 0.0, "float", 0,
+    _s("rate_limit_qps", "RATE_LIMIT_QPS", 0.0, "float", (0, 1000000),
        "Calls per second allowed to one provider, across all processes; 0 = unlimited."),
-    _s("rate_limit_burst", "RATE_LIMIT_BURST", None, "int", None,
+    _s("rate_limit_burst", "RATE_LIMIT_BURST", None, "int", (0, 1000000),
        "Calls admitted at once before the steady rate applies; at least 1 when "
        "rate_limit_qps > 0. Unset: ceil(rate_limit_qps), at least 1."),
-    _s("timeout_describe", "RPC_TIMEOUT_DESCRIBE", 30.0, "duration", 0,
+    _s("timeout_describe", "RPC_TIMEOUT_DESCRIBE", 30.0, "duration", (0, _DAY),
        "Time limit of one read call (describe, list) to the provider."),
-    _s("timeout_mutating", "RPC_TIMEOUT_MUTATING", 240.0, "duration", 0,
+    _s("timeout_mutating", "RPC_TIMEOUT_MUTATING", 240.0, "duration", (0, _DAY),
        "Time limit of one changing call (create, delete, power, reconfigure, migrate)."),
-    _s("timeout_validate", "RPC_TIMEOUT_VALIDATE", 10.0, "duration", 0,
+    _s("timeout_validate", "RPC_TIMEOUT_VALIDATE", 10.0, "duration", (0, _DAY),
        "Time limit of one connection/credentials check to the provider."),
-    _s("timeout_task_status", "RPC_TIMEOUT_TASK_STATUS", 10.0, "duration", 0,
+    _s("timeout_task_status", "RPC_TIMEOUT_TASK_STATUS", 10.0, "duration", (0, _DAY),
        "Time limit of one poll of a provider task's status."),
+    _s("store_timeout", "STORE_TIMEOUT", 5.0, "duration", (0, 600.0),
+       "Time limit of one read or write of the state store, shortened to what is left of the "
+       "call's deadline. A store that does not answer in time fails the task as Unavailable."),
 )
 _BY_KEY = {s.key: s for s in SETTINGS}
 _RETRY_KEYS = ("max_attempts", "base_delay", "max_delay", "multiplier")
 _POSITIVE = frozenset(("timeout_describe", "timeout_mutating", "timeout_validate",
-                       "timeout_task_status"))
+                       "timeout_task_status", "store_timeout"))
 OPTION_KEYS = tuple(s.key for s in SETTINGS if s.option.startswith(OPTION + "."))
 
 RetrySettings = namedtuple("RetrySettings", "max_attempts base_delay max_delay multiplier")
@@ -128,6 +135,7 @@ class ResilienceSettings:
     timeout_mutating: float = 240.0
     timeout_validate: float = 10.0
     timeout_task_status: float = 10.0
+    store_timeout: float = 5.0
     sources: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -171,8 +179,12 @@ def _invalid(name, message):
     return InvalidSpec(message, details={"errors": [{"path": name, "message": message}]})
 
 
-def parse_duration(value, name):
-    """Seconds (float) from 30, 1.5, "30", "250ms", "30s", "4m", "1h"; InvalidSpec naming ``name``."""
+def parse_duration(value, name, maximum=MAX_DURATION, minimum=0.0):
+    """Seconds (float) from 30, 1.5, "30", "250ms", "30s", "4m", "1h"; InvalidSpec naming ``name``.
+
+    Values below ``minimum`` or above ``maximum`` (7 days by default) are refused; None skips
+    that check.
+    """
     seconds = None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         seconds = float(value)
@@ -182,7 +194,20 @@ def parse_duration(value, name):
             seconds = float(match.group(1)) * _UNIT[(match.group(2) or "").lower() or None]
     if seconds is None or not math.isfinite(seconds):
         raise _invalid(name, "%s=%r is not a duration; %s" % (name, value, _DURATION_HELP))
+    if minimum is not None and seconds < minimum:
+        raise _invalid(name, "%s=%r must be at least %g; %s" % (name, value, minimum,
+                                                               _DURATION_HELP))
+    if maximum is not None and seconds > maximum:
+        raise _invalid(name, "%s=%r is longer than the %s allowed; give a shorter duration"
+                       % (name, value, _format_duration(maximum)))
     return seconds
+
+
+def _format_duration(seconds):
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("m", 60.0)):
+        if seconds >= size and seconds % size == 0:
+            return "%g%s" % (seconds / size, unit)
+    return "%gs" % seconds
 
 
 def _parse_int(value, name, example):
@@ -236,7 +261,7 @@ def _parse(setting, value, name):
     if kind == "duration?" and str(value).strip().lower() == "none":
         return None
     if kind in ("duration", "duration?"):
-        number = parse_duration(value, name)
+        number = parse_duration(value, name, setting.maximum, minimum=None)
     elif kind == "int":
         number = _parse_int(value, name, _example(setting))
     else:
@@ -248,6 +273,11 @@ def _parse(setting, value, name):
     if low is not None and number < low:
         raise _invalid(name, "%s=%r must be at least %s; set it to e.g. %s"
                        % (name, value, low, _example(setting)))
+    high = setting.maximum
+    if high is not None and number > high:
+        shown = _format_duration(high) if kind in ("duration", "duration?") else "%g" % high
+        raise _invalid(name, "%s=%r must be at most %s; set it to e.g. %s"
+                       % (name, value, shown, _example(setting)))
     if kind == "duration?" and number == 0:
         return None
     return number

@@ -7,15 +7,16 @@ shows the provider is unhealthy. Library exceptions (socket, ``requests``, ``url
 libraries is imported here.
 """
 import errno
-import re
 import socket
 import time
+
+from ansible_collections.resilient.virt.plugins.module_utils.masking import redact
 
 __all__ = (
     "VirtError", "NotFound", "InvalidSpec", "Unauthorized", "NotSupported", "QuotaExceeded",
     "Conflict", "Internal", "Retryable", "Unavailable", "RateLimit", "Timeout", "BreakerOpen",
-    "find_error", "classify", "classify_http", "parse_retry_after", "counts_against_breaker",
-    "redact",
+    "StoreUnavailable", "field_error", "find_error", "classify", "classify_http",
+    "parse_retry_after", "counts_against_breaker", "redact",
 )
 
 
@@ -60,6 +61,12 @@ class InvalidSpec(VirtError):
     """The request is wrong; ``details={"errors": [{"path": ..., "message": ...}]}`` lists fields."""
 
 
+def field_error(path, message, cause=None):
+    """InvalidSpec for one field: message ``<path>: <message>``, the field in ``details.errors``."""
+    return InvalidSpec("%s: %s" % (path, message), cause=cause,
+                       details={"errors": [{"path": path, "message": message}]})
+
+
 class Unauthorized(VirtError):
     """Credentials rejected, permission denied or server certificate not trusted."""
 
@@ -88,6 +95,21 @@ class Retryable(VirtError):
 
 class Unavailable(Retryable):
     """The provider cannot be reached or answered that it is unavailable."""
+
+
+class StoreUnavailable(Unavailable):
+    """The state store (not the provider) failed: unreachable, locked, too slow or damaged.
+
+    Its type is ``Unavailable`` and ``details.state_store`` names the store. It is not retried
+    with the provider's retry settings and never counts against a provider's circuit breaker.
+    """
+
+    type = "Unavailable"
+    retryable = False
+
+    def __init__(self, store, message, cause=None):
+        super().__init__("state store %s %s" % (store, message), cause=cause,
+                         details={"state_store": store})
 
 
 class RateLimit(Retryable):
@@ -152,16 +174,6 @@ def find_error(exc):
     return None
 
 
-_URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@")
-_SECRET_PARAM = re.compile(r"(?i)\b(password|passwd|token|secret|api_key)=[^&\s'\"]+")
-
-
-def redact(text):
-    """Remove URL user/password parts and ``password=...``-like parameters from ``text``."""
-    text = _URL_USERINFO.sub(r"\g<scheme>***@", str(text))
-    return _SECRET_PARAM.sub(r"\1=***", text)
-
-
 def _describe(exc):
     text = redact(exc)
     name = type(exc).__name__
@@ -176,7 +188,7 @@ _NET_ERRNOS = frozenset(getattr(errno, n) for n in (
 # first, so e.g. requests' ConnectTimeout (also a ConnectionError) is a Timeout. Library
 # classes are recognised by module, so a user class called ``HTTPError`` is not mistaken.
 _LIB_KINDS = {
-    ("requests", "SSLError"): "tls", ("urllib3", "SSLError"): "tls",
+    ("requests", "SSLError"): "tls", ("urllib3", "SSLError"): "tls", ("ssl", "SSLError"): "tls",
     ("requests", "ConnectTimeout"): Timeout, ("requests", "ReadTimeout"): Timeout,
     ("requests", "Timeout"): Timeout, ("urllib3", "ConnectTimeoutError"): Timeout,
     ("urllib3", "ReadTimeoutError"): Timeout, ("urllib3", "TimeoutError"): Timeout,
@@ -206,6 +218,32 @@ def _cert_failure(exc):
     return False
 
 
+# OpenSSL reasons of a handshake that cannot work with these settings, however often it is tried
+_TLS_MISMATCH = ("WRONG_VERSION_NUMBER", "UNKNOWN_PROTOCOL", "HTTP_REQUEST", "HTTPS_PROXY_REQUEST",
+                 "RECORD_LAYER_FAILURE", "UNSUPPORTED_PROTOCOL", "NO_PROTOCOLS_AVAILABLE",
+                 "TLSV1_ALERT_PROTOCOL_VERSION", "WRONG_SSL_VERSION", "PACKET_LENGTH_TOO_LONG")
+
+
+def _tls_mismatch(exc):
+    for cur in _chain(exc):
+        text = "%s %s" % (getattr(cur, "reason", "") or "", cur)
+        if any(reason in text.upper() for reason in _TLS_MISMATCH):
+            return True
+    return False
+
+
+def _from_tls_error(exc):
+    if _cert_failure(exc):
+        return Unauthorized("TLS certificate verification failed (%s); trust the server's CA "
+                            "or, for a lab only, set validate_certs to false" % redact(exc))
+    if _tls_mismatch(exc):
+        return InvalidSpec("TLS handshake failed (%s): the endpoint does not speak TLS on this "
+                           "port, or only a protocol version this client refuses; check the "
+                           "port, and use a plain-text protocol only where the endpoint serves "
+                           "one (a lab simulator on loopback)" % _describe(exc))
+    return Unavailable(_describe(exc))
+
+
 def _from_http_error(exc):
     response = getattr(exc, "response", None)
     status = getattr(response, "status_code", None)
@@ -221,16 +259,13 @@ def _builtin(exc):
     """Map standard and well-known library failures; None when unknown."""
     kind = _library_kind(exc)
     if kind == "tls" or type(exc).__name__ == "SSLCertVerificationError":
-        if _cert_failure(exc):
-            return Unauthorized("TLS certificate verification failed (%s); trust the server's CA "
-                                "or, for a lab only, set validate_certs to false" % redact(exc))
-        return Unavailable(_describe(exc))
+        return _from_tls_error(exc)
     if kind == "http":
         return _from_http_error(exc)
     if kind == "reason":
         inner = getattr(exc, "reason", None)
         found = _builtin(inner) if isinstance(inner, BaseException) else None
-        if isinstance(found, Unauthorized):
+        if isinstance(found, (Unauthorized, InvalidSpec)):
             return found
         return (type(found) if found else Unavailable)(_describe(exc))
     if kind is not None:
@@ -327,8 +362,9 @@ def classify_http(status, headers=None, message=""):
 def counts_against_breaker(err):
     """True when ``err`` shows the provider unhealthy: Unavailable, Timeout, other Retryable.
 
-    RateLimit proves the provider is alive; non-retryable errors are answers, not outages.
+    RateLimit proves the provider is alive; non-retryable errors are answers, not outages; a
+    StoreUnavailable is the state store's failure, not the provider's.
     """
     if not isinstance(err, VirtError):
         err = classify(err)
-    return isinstance(err, Retryable) and not isinstance(err, RateLimit)
+    return isinstance(err, Retryable) and not isinstance(err, (RateLimit, StoreUnavailable))

@@ -7,14 +7,24 @@ A module is a small class with an ``argument_spec`` and a ``run()`` that returns
 The base owns the common options, the state store, the resilience settings, provider
 connections, error handling and the exit: a ``VirtError`` becomes a clean failure with its
 type, any other exception an ``Internal`` failure, never a traceback.
+
+Secrets are registered for masking as soon as the arguments are read, before Ansible validates
+them, so that no failure (a wrong option, a bad provider, an unreachable store) can print them:
+every value under a secret-named key (``masking.is_secret_key``) and every password inside a
+URL, in any argument, ``provider``/``providers`` catalogs from ``module_defaults`` included.
+A failure of Ansible's own argument validation carries ``error.type`` InvalidSpec like ours.
 """
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.resilient.virt.plugins.module_utils.errors import Internal, InvalidSpec, VirtError
+from ansible_collections.resilient.virt.plugins.module_utils.errors import (
+    InvalidSpec, VirtError, classify, field_error)
+from ansible_collections.resilient.virt.plugins.module_utils.masking import secret_values
 
 RESILIENCE_OPTIONS = dict(
     retry_preset=dict(type="str", choices=["default", "aggressive", "conservative", "none"]),
@@ -33,6 +43,7 @@ RESILIENCE_OPTIONS = dict(
     timeout_mutating=dict(type="raw"),
     timeout_validate=dict(type="raw"),
     timeout_task_status=dict(type="raw"),
+    store_timeout=dict(type="raw"),
 )
 
 COMMON_OPTIONS = dict(
@@ -42,25 +53,34 @@ COMMON_OPTIONS = dict(
     providers=dict(type="dict"),
 )
 
-SECRET_KEY_MARKERS = ("password", "passwd", "secret", "token", "api_key", "private_key")
-
 BREAKER_FACT = "resilient_virt_breakers"
-
-
-def _secret_values(value, key=""):
-    """Yield every secret string inside a provider configuration."""
-    if isinstance(value, dict):
-        for sub_key, sub_value in value.items():
-            yield from _secret_values(sub_value, str(sub_key).lower())
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _secret_values(item, key)
-    elif value not in (None, "") and any(marker in key for marker in SECRET_KEY_MARKERS):
-        yield str(value)
+STORE_ENV = "RESILIENT_VIRT_STATE_STORE"
 
 
 def _drop_unset(options):
     return dict((key, value) for key, value in (options or {}).items() if value is not None)
+
+
+class _AnsibleModule(AnsibleModule):
+    """AnsibleModule that masks secrets before validation and types its validation failures."""
+
+    _validated = False
+
+    def _load_params(self):
+        super()._load_params()
+        self.no_log_values.update(secret_values(self.params))
+        self.no_log_values.update(secret_values(os.environ.get(STORE_ENV)))
+        for name, option in self.argument_spec.items():
+            value = self.params.get(name) if isinstance(self.params, dict) else None
+            # Ansible itself crashes on a number or a boolean given for options with suboptions
+            if option.get("options") and not isinstance(value, (dict, str, type(None))):
+                self.fail_json("%s must be a dictionary, not %s" % (name, type(value).__name__))
+
+    def fail_json(self, msg, **kwargs):
+        if not self._validated and "error" not in kwargs:  # Ansible's own argument checks
+            kwargs["error"] = InvalidSpec(str(msg)).to_dict()
+            msg = "InvalidSpec: %s" % msg
+        super().fail_json(msg, **kwargs)
 
 
 class ResilientModule:
@@ -72,7 +92,8 @@ class ResilientModule:
     def __init__(self):
         spec = dict(COMMON_OPTIONS)
         spec.update(self.argument_spec)
-        self.ansible = AnsibleModule(argument_spec=spec, supports_check_mode=True, **self.module_kwargs)
+        self.ansible = _AnsibleModule(argument_spec=spec, supports_check_mode=True, **self.module_kwargs)
+        self.ansible._validated = True
         self.params = self.ansible.params
         self.check_mode = self.ansible.check_mode
         self.diff_mode = self.ansible._diff
@@ -80,8 +101,7 @@ class ResilientModule:
         self._store = None
         self._settings = None
         self._providers = []
-        for name in ("provider", "providers"):
-            self.ansible.no_log_values.update(_secret_values(self.params.get(name)))
+        self._closed = False
 
     # -- shared resources -------------------------------------------------------------------
     @property
@@ -89,7 +109,7 @@ class ResilientModule:
         if self._store is None:
             from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
 
-            self._store = open_store(self.params.get("state_store"))
+            self._store = open_store(self.params.get("state_store"), timeout=self.settings.store_timeout)
         return self._store
 
     @property
@@ -113,12 +133,16 @@ class ResilientModule:
             )
         if isinstance(reference, str):
             if reference not in catalog:
-                known = ", ".join(sorted(catalog)) or "none defined"
+                known = ", ".join(sorted(str(name) for name in catalog)) or "none defined"
                 raise InvalidSpec(
                     "%s=%r names no entry of 'providers' (known: %s); define it under 'providers' "
                     "or give the provider as a dict" % (field, reference, known)
                 )
-            config = dict(catalog[reference])
+            entry = catalog[reference]
+            if not isinstance(entry, dict):
+                raise field_error("providers.%s" % reference, "must be a dict of provider settings such as "
+                                  "{type: libvirt, uri: 'qemu:///system'}, not %s" % type(entry).__name__)
+            config = dict(entry)
             config.setdefault("name", reference)
             return config
         if isinstance(reference, dict):
@@ -135,7 +159,7 @@ class ResilientModule:
         catalog = self.params.get("providers") or {}
         if not catalog:
             raise InvalidSpec("all_providers=true needs named providers in 'providers'")
-        return sorted(catalog)
+        return sorted(str(name) for name in catalog)
 
     def open_provider(self, reference=None, field="provider"):
         """Connect to a provider through the resilience policy; closed when the module exits."""
@@ -163,16 +187,20 @@ class ResilientModule:
         return [provider.key for provider in self._providers]
 
     def _facts(self):
+        """The breaker facts of the providers used; none when the store cannot give them."""
         try:
             if self._store is None and not self._providers:
                 return {}
             return {BREAKER_FACT: self.breaker_facts(self._breaker_names())}
-        except VirtError:
+        except Exception:  # noqa: BLE001 - facts must never turn a result into a crash
             return {}
 
     def _close(self):
+        if self._closed:
+            return
+        self._closed = True
         for provider in self._providers:
-            self.warnings.extend(w for w in getattr(provider.provider, "warnings", ()) if w not in self.warnings)
+            self.warnings.extend(w for w in provider.warnings if w not in self.warnings)
             try:
                 provider.close()
             except Exception:  # noqa: BLE001 - closing must never mask the result
@@ -190,7 +218,7 @@ class ResilientModule:
         except VirtError as err:
             module.fail(err)
         except Exception as err:  # noqa: BLE001 - users get a clean failure, not a traceback
-            module.fail(Internal("%s: %s" % (type(err).__name__, err), cause=err))
+            module.fail(classify(err))
         module._close()
         result.setdefault("changed", False)
         facts = module._facts()

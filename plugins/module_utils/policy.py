@@ -21,12 +21,23 @@ gets what is left, at most its operation timeout) and the waits between them. Wh
 only ``max_attempts`` bounds the call: each attempt waits at most one operation timeout for its
 rate limit turn, then runs at most one operation timeout.
 
+The state store lives inside those bounds too: every read and write of the breaker and the rate
+limit gets what is left of the deadline, at most ``store_timeout``. A store that fails before
+the provider is called (StoreUnavailable) fails the call at once, neither retried nor counted
+against the provider's breaker; one that fails while recording an outcome leaves the outcome
+unrecorded, with a message in :attr:`Policy.warnings`, and the call's own result stands.
+Recording gets at least ``RECORD_GRACE`` seconds, so a call that used its whole deadline can
+still be recorded. A probe (half-open breaker) holds its slot for its attempt's time limit plus
+``store_timeout``, so a probe whose process died blocks the provider no longer than that.
+
 ``hooks`` is an optional object; Policy uses whichever of these methods it has:
 
 * ``classify(exc) -> VirtError | None``: extra classifier, tried before the standard one;
 * ``on_retry(attempt, error, delay)``: before each wait between attempts;
 * ``after_attempt(attempt, outcome, error, duration)``: after each attempt that called
-  ``fn``/``look``; outcome ``"ok"``, ``"error"`` or ``"timeout"`` (abandoned after its limit).
+  ``fn``/``look``; outcome ``"ok"``, ``"error"`` or ``"timeout"`` (abandoned after its limit);
+* ``scrub(text) -> text``: removes secrets from an attempt's error message before the breaker
+  records it and the call raises it.
 """
 import time
 
@@ -35,13 +46,14 @@ from ansible_collections.resilient.virt.plugins.module_utils.circuit_breaker imp
 from ansible_collections.resilient.virt.plugins.module_utils.config import OPERATION_CLASSES
 from ansible_collections.resilient.virt.plugins.module_utils.deadline import (
     Deadline, run_with_timeout)
-from ansible_collections.resilient.virt.plugins.module_utils.errors import Timeout, classify
+from ansible_collections.resilient.virt.plugins.module_utils.errors import (
+    StoreUnavailable, Timeout, classify)
 from ansible_collections.resilient.virt.plugins.module_utils.rate_limit import RateLimiter
 from ansible_collections.resilient.virt.plugins.module_utils.retry import run_with_retry
 
-__all__ = ("Policy", "PROBE_LEASE_MARGIN")
+__all__ = ("Policy", "RECORD_GRACE")
 
-PROBE_LEASE_MARGIN = 10.0
+RECORD_GRACE = 0.5
 
 
 class Policy:
@@ -52,7 +64,8 @@ class Policy:
         self.key = key
         self.settings = settings
         self.hooks = hooks
-        lease = max(settings.timeout_for(c) for c in OPERATION_CLASSES) + PROBE_LEASE_MARGIN
+        self.warnings = []
+        lease = max(settings.timeout_for(c) for c in OPERATION_CLASSES) + settings.store_timeout
         self._breaker = CircuitBreaker(
             store, key, failure_threshold=settings.failure_threshold,
             reset_timeout=settings.reset_timeout, half_open_max_calls=settings.half_open_max_calls,
@@ -82,19 +95,32 @@ class Policy:
                               % (name, explicit, att.number))
             self._limiter.acquire(deadline if explicit and not att.at_deadline
                                   else Deadline.after(timeout))
-            permit = self._breaker.before_call()
+            store_time = None if att.at_deadline else deadline.remaining()
+            permit = self._breaker.before_call(
+                timeout=store_time, lease=att.budget(timeout) + self.settings.store_timeout)
             budget = att.budget(timeout)
             if budget <= 0:
-                self._breaker.release(permit)
+                self._record(self._breaker.release, deadline, permit)
                 raise Timeout("%s: no time left before the deadline of the call" % name)
             return self._attempt(att, fn, look if att.number > 1 else None, permit, budget,
-                                 budget < timeout, name)
+                                 budget < timeout, name, deadline)
 
         return run_with_retry(attempt, self.settings.retry, deadline=deadline,
                               on_retry=getattr(self.hooks, "on_retry", None),
                               classifiers=self._classifiers)
 
-    def _attempt(self, att, fn, look, permit, budget, cut_by_deadline, name):
+    def _record(self, method, deadline, *args):
+        """Report an outcome to the breaker; a store failure here only becomes a warning."""
+        left = deadline.remaining()
+        try:
+            method(*args, timeout=None if left is None else max(RECORD_GRACE, left))
+        except StoreUnavailable as err:
+            warning = "the outcome of a call to %s was not recorded in its circuit breaker: %s" % (
+                self.key, err.message)
+            if warning not in self.warnings:
+                self.warnings.append(warning)
+
+    def _attempt(self, att, fn, look, permit, budget, cut_by_deadline, name, deadline):
         finished = []
 
         def work():
@@ -113,17 +139,21 @@ class Policy:
             result = run_with_timeout(work, budget, name)
         except Exception as exc:
             err = classify(exc, self._classifiers)
+            scrub = getattr(self.hooks, "scrub", None)
+            if scrub is not None:
+                err.message = scrub(err.message)
+                err.args = (err.message,)
             abandoned = not finished and isinstance(err, Timeout)
             if abandoned and cut_by_deadline:
-                self._breaker.release(permit)
+                self._record(self._breaker.release, deadline, permit)
             else:
-                self._breaker.on_failure(permit, err)
+                self._record(self._breaker.on_failure, deadline, permit, err)
             if after is not None:
                 after(att, "timeout" if abandoned else "error", err, time.monotonic() - started)
             if err is exc:
                 raise
             raise err from exc
-        self._breaker.on_success(permit)
+        self._record(self._breaker.on_success, deadline, permit)
         if after is not None:
             after(att, "ok", None, time.monotonic() - started)
         return result

@@ -7,6 +7,7 @@ seconds; any window of ``T`` seconds admits at most ``qps * T + burst`` calls, w
 processes make them. A caller that must wait reserves its turn in the same store update, then
 sleeps until it comes.
 """
+import math
 import time
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, RateLimit
@@ -14,6 +15,16 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import Inval
 __all__ = ("RateLimiter", "NAMESPACE")
 
 NAMESPACE = "ratelimit"
+
+
+def _stored_tat(current, now):
+    """The stored arrival time, or ``now`` when there is none or it is damaged (not a finite
+    time, or more than a day ahead: no queue of callers reaches that far)."""
+    tat = current.get("tat") if isinstance(current, dict) else None
+    if isinstance(tat, bool) or not isinstance(tat, (int, float)) or not math.isfinite(tat) or \
+            tat > now + 86400:
+        return now
+    return max(float(tat), now)
 
 
 class RateLimiter:
@@ -36,7 +47,8 @@ class RateLimiter:
         """Wait for this process's turn; return the seconds waited.
 
         Raises RateLimit (``retry_after`` = the wait) without using a turn when the wait would
-        end after ``deadline`` (a deadline.Deadline, or None for no limit).
+        end after ``deadline`` (a deadline.Deadline, or None for no limit); the store update
+        itself gets at most what is left of ``deadline``.
         """
         if self.qps <= 0:
             return 0.0
@@ -45,7 +57,7 @@ class RateLimiter:
         config = {"qps": self.qps, "burst": self.burst}
 
         def take(current, now):
-            tat = max(current["tat"], now) if current else now
+            tat = _stored_tat(current, now)
             wait = max(0.0, tat - tolerance - now)
             left = None if deadline is None else deadline.remaining()
             if left is not None and wait > left:
@@ -54,7 +66,8 @@ class RateLimiter:
             new.update(config)
             return new, (True, wait, left)
 
-        admitted, wait, left = self.store.update(NAMESPACE, self.key, take)
+        admitted, wait, left = self.store.update(
+            NAMESPACE, self.key, take, timeout=None if deadline is None else deadline.remaining())
         if not admitted:
             raise RateLimit("rate limit %r (%g calls/s, burst %d) would delay this call %.2f s, "
                             "past its deadline (%.2f s left)"

@@ -8,15 +8,21 @@ whole read-modify-write (including ``fn``) runs again. ``now()`` is the Redis se
 all machines agree. ``rediss://`` verifies the server certificate and host name unless the URL
 explicitly says otherwise (``?ssl_cert_reqs=none``). Passwords never leave this object: ``url``,
 ``describe()``, ``repr()`` and error messages show ``***`` instead.
+
+Time limits: connecting and every socket read or write are bounded by the store's ``timeout``,
+and redis-py's own retries are off (a store outage is reported at once, not retried for
+seconds). An operation given a shorter ``timeout`` (what is left of a call's deadline) runs in
+a helper thread and is abandoned when it has not answered in time; the client's connections
+are then closed, which also ends the abandoned thread's wait.
 """
 import json
 import random
 import time
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    InvalidSpec, Unauthorized, Unavailable, redact)
+    InvalidSpec, Timeout, Unauthorized, redact)
 from ansible_collections.resilient.virt.plugins.module_utils.state_store import (
-    StateStore, check_namespace)
+    DEFAULT_TIMEOUT, StateStore, check_namespace)
 
 __all__ = ("RedisStore", "PREFIX")
 
@@ -30,12 +36,15 @@ def _dumps(record):
 class RedisStore(StateStore):
     """State store on the Redis server at ``url`` (redis:// or rediss://)."""
 
-    def __init__(self, url):
+    def __init__(self, url, timeout=DEFAULT_TIMEOUT):
         import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
 
         self.url = redact(url)
-        options = {"socket_timeout": 5.0, "socket_connect_timeout": 5.0,
-                   "health_check_interval": 30}
+        self.timeout = float(timeout)
+        options = {"socket_timeout": self.timeout, "socket_connect_timeout": self.timeout,
+                   "health_check_interval": 30, "retry": Retry(NoBackoff(), 0)}
         if url.lower().startswith("rediss://"):
             options.update(ssl_cert_reqs="required", ssl_check_hostname=True)
         try:
@@ -53,12 +62,22 @@ class RedisStore(StateStore):
     def _key(self, namespace, key):
         return "%s:%s" % (self._index(namespace), key)
 
-    def _run(self, operation):
-        """``operation()``, with Redis failures turned into VirtErrors that name the store."""
+    def _run(self, operation, timeout=None):
+        """``operation()`` within the time limit, Redis failures turned into VirtErrors."""
         import redis
 
+        self.check()
+        limit = self.limit(timeout)
         try:
-            return operation()
+            if limit >= self.timeout:
+                return operation()
+            from ansible_collections.resilient.virt.plugins.module_utils.deadline import (
+                run_with_timeout)
+            return run_with_timeout(operation, limit, "state store %s" % self.url)
+        except Timeout as exc:
+            self._client.connection_pool.disconnect()  # ends the abandoned operation's wait
+            raise self.fail("did not answer within %gs; check the server, or raise "
+                            "resilience.store_timeout" % limit, exc)
         except redis.exceptions.AuthenticationError as exc:
             raise Unauthorized("state store %s rejected the credentials (%s); fix the password "
                                "in state_store" % (self.url, redact(exc)), cause=exc)
@@ -68,14 +87,13 @@ class RedisStore(StateStore):
                                    "connect by a name the certificate lists, and add "
                                    "?ssl_ca_certs=/path/ca.pem to the URL to trust a private CA"
                                    % (self.url, redact(exc)), cause=exc)
-            raise Unavailable("state store %s is unavailable: %s: %s"
-                              % (self.url, type(exc).__name__, redact(exc)), cause=exc)
+            raise self.fail("is unavailable: %s: %s" % (type(exc).__name__, redact(exc)), exc)
 
-    def get(self, namespace, key):
-        raw = self._run(lambda: self._client.get(self._key(namespace, key)))
+    def get(self, namespace, key, timeout=None):
+        raw = self._run(lambda: self._client.get(self._key(namespace, key)), timeout)
         return None if raw is None else json.loads(raw)
 
-    def items(self, namespace, prefix=""):
+    def items(self, namespace, prefix="", timeout=None):
         index = self._index(namespace)
 
         def read():
@@ -84,10 +102,10 @@ class RedisStore(StateStore):
             values = self._client.mget(["%s:%s" % (index, k) for k in keys]) if keys else []
             return {k: json.loads(v) for k, v in zip(keys, values) if v is not None}
 
-        return self._run(read)
+        return self._run(read, timeout)
 
-    def update(self, namespace, key, fn):
-        return self._run(lambda: self._update(namespace, key, fn))
+    def update(self, namespace, key, fn, timeout=None):
+        return self._run(lambda: self._update(namespace, key, fn), timeout)
 
     def _update(self, namespace, key, fn):
         from redis.exceptions import WatchError
@@ -122,7 +140,7 @@ class RedisStore(StateStore):
                     conflicts += 1
                     time.sleep(random.uniform(0, min(0.02, 0.001 * conflicts)))
 
-    def delete(self, namespace, key):
+    def delete(self, namespace, key, timeout=None):
         index = self._index(namespace)
 
         def remove():
@@ -131,7 +149,7 @@ class RedisStore(StateStore):
                 pipe.srem(index, key)
                 pipe.execute()
 
-        self._run(remove)
+        self._run(remove, timeout)
 
     def now(self):
         seconds, micros = self._run(self._client.time)

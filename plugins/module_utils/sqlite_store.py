@@ -4,25 +4,27 @@ Each process keeps one connection per database file (a forked child opens its ow
 connections must not cross ``fork``). The database runs in WAL mode with
 ``synchronous=NORMAL``: a killed process loses nothing it committed, a power cut may lose the
 last commits, and neither leaves the file inconsistent. :meth:`SQLiteStore.update` runs inside
-``BEGIN IMMEDIATE``, so concurrent writers queue (up to ``BUSY_TIMEOUT`` seconds, then
-Unavailable) instead of failing. The file and its ``-wal``/``-shm`` companions are created mode
-0600, missing directories 0700. Values are JSON text; the ``meta`` table holds
-``schema_version`` so the layout can evolve.
+``BEGIN IMMEDIATE``, so concurrent writers queue instead of failing; each operation waits for
+the lock at most its time limit (SQLite's busy timeout is set to it before every operation),
+then fails as Unavailable. A file that is not a database or is damaged fails the same way, with
+the fix in the message. The file and its ``-wal``/``-shm`` companions are created mode 0600,
+missing directories 0700. Values are JSON text; the ``meta`` table holds ``schema_version`` so
+the layout can evolve.
 """
 import json
 import os
 import threading
 import time
 
-from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    InvalidSpec, Unavailable)
+from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
 from ansible_collections.resilient.virt.plugins.module_utils.state_store import (
-    StateStore, check_namespace)
+    DEFAULT_TIMEOUT, StateStore, check_namespace)
 
 __all__ = ("SQLiteStore", "SCHEMA_VERSION")
 
 SCHEMA_VERSION = 1
-BUSY_TIMEOUT = 15.0
+_DAMAGED = ("malformed", "not a database", "encrypted", "corrupt")
+_LOCKED = ("locked", "busy")
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS records (namespace TEXT NOT NULL, key TEXT NOT NULL, "
@@ -77,21 +79,21 @@ class _Connection:
         self.lock = threading.Lock()
 
 
-def _connect(path):
+def _connect(path, timeout):
     import sqlite3
 
     _private_dir(os.path.dirname(path))
     for name in (path, path + "-wal", path + "-shm"):
         _private_file(name)
-    db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None,
-                         check_same_thread=False)
+    db = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
     try:
-        db.execute("PRAGMA busy_timeout = %d" % int(BUSY_TIMEOUT * 1000))
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")
         try:
             row = db.execute(_VERSION).fetchone()
-        except sqlite3.OperationalError:  # no meta table yet
+        except sqlite3.OperationalError as exc:  # no meta table yet
+            if any(word in str(exc) for word in _LOCKED):
+                raise
             row = None
         if row is None:
             db.execute("BEGIN IMMEDIATE")
@@ -114,14 +116,15 @@ def _connect(path):
 
 
 class SQLiteStore(StateStore):
-    """State store in the SQLite file ``path`` (absolute)."""
+    """State store in the SQLite file ``path`` (absolute); ``timeout`` bounds each operation."""
 
-    def __init__(self, path):
+    def __init__(self, path, timeout=DEFAULT_TIMEOUT):
         self.path = path
         self.url = "sqlite://" + path
-        self._conn()  # fail now, with a clear message, if the file cannot be used
+        self.timeout = float(timeout)
+        self._run(lambda db: None)  # fail now, with a clear message, if the file cannot be used
 
-    def _conn(self):
+    def _conn(self, limit):
         conn = _CONNECTIONS.get(self.path)
         if conn is not None and conn.pid == os.getpid():
             return conn
@@ -129,42 +132,69 @@ class SQLiteStore(StateStore):
             _INHERITED.append(conn)
         import sqlite3
         try:
-            conn = _Connection(_connect(self.path))
-        except (OSError, sqlite3.Error) as exc:
+            conn = _Connection(_connect(self.path, limit))
+        except OSError as exc:
             raise InvalidSpec(
                 "state_store %s: cannot use the SQLite database (%s: %s); point state_store or "
                 "RESILIENT_VIRT_STATE_STORE at a writable file" % (self.url, type(exc).__name__, exc),
                 cause=exc)
+        except sqlite3.Error as exc:
+            raise self._failure(exc, limit)
         _CONNECTIONS[self.path] = conn
         self.closed = False
         return conn
 
-    def get(self, namespace, key):
-        check_namespace(namespace)
-        conn = self._conn()
-        with conn.lock:
-            row = conn.db.execute(_GET, (namespace, key)).fetchone()
-        return json.loads(row[0]) if row else None
+    def _failure(self, exc, limit):
+        """The StoreUnavailable for a SQLite error, with what to do about it."""
+        text = str(exc)
+        if any(word in text for word in _LOCKED):
+            message = ("stayed locked for %gs: another process holds it (%s); try again when it "
+                       "is done, or raise resilience.store_timeout" % (limit, text))
+        elif any(word in text for word in _DAMAGED):
+            message = ("is damaged (%s): move the file aside (mv %s %s.damaged) so that a new one "
+                       "is created, or point state_store at another file; the breakers and "
+                       "reservations it held start afresh" % (text, self.path, self.path))
+        else:
+            message = ("cannot be used (%s: %s); point state_store or RESILIENT_VIRT_STATE_STORE "
+                       "at a writable file" % (type(exc).__name__, text))
+        return self.fail(message, exc)
 
-    def items(self, namespace, prefix=""):
-        check_namespace(namespace)
-        conn = self._conn()
-        with conn.lock:
-            rows = conn.db.execute(_ITEMS, (namespace, len(prefix), prefix)).fetchall()
-        return {key: json.loads(value) for key, value in rows}
-
-    def update(self, namespace, key, fn):
+    def _run(self, work, timeout=None):
+        """``work(db)`` on this process's connection, every wait bounded by the time limit."""
         import sqlite3
 
+        self.check()
+        limit = self.limit(timeout)
+        started = time.monotonic()
+        conn = self._conn(limit)
+        left = max(0.0, limit - (time.monotonic() - started))
+        if not conn.lock.acquire(timeout=left):
+            raise self.fail("stayed busy for %gs inside this process" % limit)
+        try:
+            db = conn.db
+            db.execute("PRAGMA busy_timeout = %d" % max(1, int(left * 1000)))
+            return work(db)
+        except sqlite3.Error as exc:
+            raise self._failure(exc, limit)
+        finally:
+            conn.lock.release()
+
+    def get(self, namespace, key, timeout=None):
         check_namespace(namespace)
-        conn = self._conn()
-        db = conn.db
-        with conn.lock:
-            try:
-                db.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:  # still locked after the busy timeout
-                raise Unavailable("state store %s stayed busy for %g s (%s); another process "
-                                  "holds it" % (self.url, BUSY_TIMEOUT, exc), cause=exc)
+        row = self._run(lambda db: db.execute(_GET, (namespace, key)).fetchone(), timeout)
+        return json.loads(row[0]) if row else None
+
+    def items(self, namespace, prefix="", timeout=None):
+        check_namespace(namespace)
+        rows = self._run(lambda db: db.execute(_ITEMS, (namespace, len(prefix), prefix)).fetchall(),
+                         timeout)
+        return {key: json.loads(value) for key, value in rows}
+
+    def update(self, namespace, key, fn, timeout=None):
+        check_namespace(namespace)
+
+        def work(db):
+            db.execute("BEGIN IMMEDIATE")
             try:
                 row = db.execute(_GET, (namespace, key)).fetchone()
                 now = time.time()
@@ -181,13 +211,13 @@ class SQLiteStore(StateStore):
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
-        return result
+            return result
 
-    def delete(self, namespace, key):
+        return self._run(work, timeout)
+
+    def delete(self, namespace, key, timeout=None):
         check_namespace(namespace)
-        conn = self._conn()
-        with conn.lock:
-            conn.db.execute(_DELETE, (namespace, key))
+        self._run(lambda db: db.execute(_DELETE, (namespace, key)), timeout)
 
     def now(self):
         return time.time()

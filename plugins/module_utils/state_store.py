@@ -17,11 +17,13 @@ Store URLs (option ``state_store``, env ``RESILIENT_VIRT_STATE_STORE``):
 import os
 import re
 
-from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, redact
+from ansible_collections.resilient.virt.plugins.module_utils.errors import (
+    InvalidSpec, StoreUnavailable, redact)
 
-__all__ = ("StateStore", "open_store", "default_store_url", "ENV_VAR")
+__all__ = ("StateStore", "open_store", "default_store_url", "ENV_VAR", "DEFAULT_TIMEOUT")
 
 ENV_VAR = "RESILIENT_VIRT_STATE_STORE"
+DEFAULT_TIMEOUT = 5.0  # seconds one operation may take when the caller gives no limit
 _NAMESPACE = re.compile(r"^[A-Za-z0-9_.-]+$")
 _ACCEPTED = ("sqlite:///abs/path/state.db, sqlite://~/path/state.db, "
              "redis://[:password@]host:port/db, rediss://[:password@]host:port/db")
@@ -36,20 +38,28 @@ def check_namespace(namespace):
 
 
 class StateStore:
-    """Interface of a state store; see the module docstring for URLs."""
+    """Interface of a state store; see the module docstring for URLs.
+
+    Every operation takes an optional ``timeout`` (seconds), capped by :attr:`timeout`: a store
+    that does not answer in time, refuses the connection or is damaged raises
+    :class:`errors.StoreUnavailable`, and from then on every operation of this object raises
+    that same error at once (:attr:`failure`), so a task never waits twice on a dead store.
+    """
 
     url = None
     closed = False
+    timeout = DEFAULT_TIMEOUT
+    failure = None
 
-    def get(self, namespace, key):
+    def get(self, namespace, key, timeout=None):
         """The record as a dict, or None."""
         raise NotImplementedError
 
-    def items(self, namespace, prefix=""):
+    def items(self, namespace, prefix="", timeout=None):
         """All records of ``namespace`` whose key starts with ``prefix``: {key: dict}."""
         raise NotImplementedError
 
-    def update(self, namespace, key, fn):
+    def update(self, namespace, key, fn, timeout=None):
         """Atomically replace the record with ``fn(current, now) -> (new, result)``; return result.
 
         ``current`` is the record or None; ``now`` is :meth:`now`. ``new`` None deletes the record.
@@ -57,12 +67,26 @@ class StateStore:
         """
         raise NotImplementedError
 
-    def delete(self, namespace, key):
+    def delete(self, namespace, key, timeout=None):
         raise NotImplementedError
 
     def now(self):
         """Epoch seconds on the clock every user of this store agrees on."""
         raise NotImplementedError
+
+    def limit(self, timeout=None):
+        """Seconds one operation may take: ``timeout`` capped by :attr:`timeout`."""
+        return self.timeout if timeout is None else max(0.0, min(self.timeout, timeout))
+
+    def check(self):
+        """Raise the failure that ended this store's use in this process, if any."""
+        if self.failure is not None:
+            raise self.failure
+
+    def fail(self, message, cause=None):
+        """Record and return the StoreUnavailable that ends this store's use in this process."""
+        self.failure = StoreUnavailable(self.describe(), message, cause=cause)
+        return self.failure
 
     def close(self):
         raise NotImplementedError
@@ -90,28 +114,31 @@ def _sqlite_path(url):
     return os.path.normpath(path)
 
 
-def _open(url):
+def _open(url, timeout):
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme == "sqlite":
         from ansible_collections.resilient.virt.plugins.module_utils.sqlite_store import SQLiteStore
-        return SQLiteStore(_sqlite_path(url))
+        return SQLiteStore(_sqlite_path(url), timeout)
     if scheme in ("redis", "rediss"):
         from ansible_collections.resilient.virt.plugins.module_utils.redis_store import RedisStore
-        return RedisStore(url)
+        return RedisStore(url, timeout)
     raise InvalidSpec("state_store %r is not a supported URL; accepted forms: %s (or set %s)"
                       % (redact(url), _ACCEPTED, ENV_VAR))
 
 
-def open_store(url=None, environ=None):
+def open_store(url=None, environ=None, timeout=None):
     """The store for ``url``, else ``$RESILIENT_VIRT_STATE_STORE``, else the default SQLite file.
 
-    Stores are cached per process and URL; a closed store is reopened on the next call.
+    ``timeout`` bounds each operation (default :data:`DEFAULT_TIMEOUT`). Stores are cached per
+    process and URL; a closed or failed store is opened again on the next call.
     """
     if environ is None:
         environ = os.environ
     url = (url or environ.get(ENV_VAR) or default_store_url()).strip()
     cache_key = (os.getpid(), url)
     store = _OPEN.get(cache_key)
-    if store is None or store.closed:
-        store = _OPEN[cache_key] = _open(url)
+    if store is None or store.closed or store.failure is not None:
+        store = _OPEN[cache_key] = _open(url, DEFAULT_TIMEOUT if timeout is None else timeout)
+    elif timeout is not None:
+        store.timeout = float(timeout)
     return store

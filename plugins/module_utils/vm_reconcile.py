@@ -1,17 +1,26 @@
 # -*- coding: utf-8 -*-
 # Copyright: resilient.virt contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Bring one VM to a wanted state through a provider: plan first, then act (or only plan)."""
+"""Bring one VM to a wanted state through a provider: plan first, then act (or only plan).
+
+Other tasks may work on the same VM at the same time (forks of a play, other controllers). An
+action refused because the VM changed under us (Conflict: it exists, is already running...;
+NotFound: it is gone) is not a failure when the VM now differs from what the plan was made
+for: the VM is read again and the rest is planned afresh, so an idempotent request that finds
+its work done by someone else succeeds without a change. A refusal with the VM unchanged is a
+real conflict and fails the task.
+"""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, NotFound, Timeout, VirtError
+from ansible_collections.resilient.virt.plugins.module_utils.errors import Conflict, InvalidSpec, NotFound, Timeout, VirtError
 
 STATES = ("present", "absent", "running", "stopped", "restarted")
 SPEC_FIELDS = ("vcpus", "memory_mb", "disks", "interfaces", "boot", "metadata", "tags")
 RECONFIGURABLE = ("vcpus", "memory_mb")
 DIFF_FIELDS = ("state", "vcpus", "memory_mb")
+MAX_REPLANS = 3
 
 
 def _view(vm):
@@ -93,20 +102,44 @@ def reconcile(provider, name, state, spec, check_mode=False, force=False, shutdo
         result["after"] = predict(current, actions, spec)
         result["vm"] = current
         return result
-    vm = current
-    for verb, arguments in actions:
-        try:
-            vm = _apply(provider, name, verb, arguments, spec, force, shutdown_timeout)
-        except VirtError as err:
-            err.during_create = verb == "create"
-            raise
+    vm, done = _converge(provider, name, state, spec, current, actions, force, shutdown_timeout)
     if vm is not None and state != "absent":
         vm = provider.describe(name)
+    result["changed"] = bool(done)
+    result["actions"] = done
     result["vm"] = vm
     result["after"] = _view(vm)
     if vm is not None and any(vm.get(field) != spec[field] for field in RECONFIGURABLE if field in spec):
         result["restart_required"] = True
     return result
+
+
+def _converge(provider, name, state, spec, current, actions, force, shutdown_timeout):
+    """Apply ``actions``, planning afresh when another task changed the VM meanwhile.
+
+    Returns the VM after the last action and the verbs this task carried out.
+    """
+    vm, done = current, []
+    for _round in range(MAX_REPLANS):
+        try:
+            for verb, arguments in actions:
+                before = _view(vm)
+                vm = _apply(provider, name, verb, arguments, spec, force, shutdown_timeout)
+                if vm is None or vm.pop("changed", True):  # False: found done by someone else
+                    done.append(verb)
+            return vm, done
+        except (Conflict, NotFound) as err:
+            err.during_create = verb == "create"
+            vm = describe_or_none(provider, name)
+            if _view(vm) == before:  # nobody else moved it: a real conflict
+                raise
+            actions = plan(vm, state, spec)
+        except VirtError as err:
+            err.during_create = verb == "create"
+            raise
+    if actions:
+        raise Conflict("%s kept changing under this task (%d rounds); run it again" % (name, MAX_REPLANS))
+    return vm, done
 
 
 def _apply(provider, name, verb, arguments, spec, force, shutdown_timeout):

@@ -43,7 +43,7 @@ options:
       - VMs listed from providers take their flavor from their metadata key C(flavor).
     type: dict
   max_vms_to_process:
-    description: VMs given slots per cycle at most, in a window that moves every cycle (V(0) - all).
+    description: VMs given slots per cycle at most, in a window that moves every cycle (V(0) - all); at least V(0).
     type: int
     default: 0
   revalidation_interval:
@@ -68,10 +68,14 @@ options:
     description:
       - The VMs, instead of listing them from providers - C(uuid), C(host), C(az), C(flavor),
         C(vcpus), C(memory_mb), C(extra_specs) (C(trait:X=required) or C(forbidden)).
+      - Each VM's C(host) must be one of O(hypervisors).
     type: list
     elements: dict
   failed_hosts:
-    description: Hypervisors that failed, for O(state=evacuated).
+    description:
+      - Hypervisors that failed, for O(state=evacuated).
+      - Each must be a hypervisor of the fleet (given, recorded at the last cycle, or holding a
+        reservation); an unknown name fails the task rather than report a complete evacuation of nothing.
     type: list
     elements: str
   execute:
@@ -202,7 +206,7 @@ evacuation:
 """
 
 from ansible_collections.resilient.virt.plugins.module_utils.module_base import ResilientModule
-from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
+from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, field_error
 from ansible_collections.resilient.virt.plugins.module_utils.failover import native_capacity
 
 
@@ -330,10 +334,19 @@ class FailoverReservationModule(ResilientModule):
 
         stored = self.book.load()
         if self.params["hypervisors"] is not None:
-            fleet = Fleet.given(self.params["hypervisors"], self.params["vms"])
+            fleet = Fleet.given(self.params["hypervisors"], self.params["vms"], check_hosts=False)
+            known = set(hv.name for hv in fleet.hypervisors) | set(vm.host for vm in fleet.vms)
         else:
             fleet = Fleet.given([], [dict(uuid=uuid, host=vm["hypervisor"], memory_mb=vm.get("memory_mb"), vcpus=vm.get("vcpus"))
-                                     for uuid, vm in sorted(stored.definitions.items())])
+                                     for uuid, vm in sorted(stored.definitions.items())], check_hosts=False)
+            known = set(stored.owners) | set(vm.host for vm in fleet.vms)
+        known |= set(res.host for res in stored.reservations)
+        for index, host in enumerate(self.params["failed_hosts"]):
+            if host not in known:
+                raise field_error(
+                    "failed_hosts[%d]" % index,
+                    "%r is not a hypervisor of this fleet (known: %s); fix the name" % (host, ", ".join(sorted(known)) or "none"),
+                )
         plan = plan_evacuation(self.params["failed_hosts"], fleet.vms, stored.reservations).to_dict()
         execute = self.params["execute"] and self.params["hypervisors"] is None
         if execute:

@@ -15,6 +15,9 @@ description:
     reconciling its vCPUs and memory where the backend can.
   - Idempotent; a second run reports C(changed=false). Check mode changes nothing and reports what
     would change; C(--diff) shows before and after.
+  - Tasks may act on the same VM at once (forks, other controllers) - work that another task did
+    meanwhile (the VM created, started, stopped or deleted) is not an error; the task plans the
+    rest afresh and reports only what it did itself.
   - Every provider call goes through retries with backoff, the provider's circuit breaker and
     rate limit, and a per-operation timeout. A retried create or delete first looks whether the
     earlier attempt already did the work, so it never creates twice.
@@ -22,7 +25,11 @@ author:
   - resilient.virt developers (!UNKNOWN)
 options:
   name:
-    description: Name of the VM on the provider.
+    description:
+      - Name of the VM on the provider.
+      - Checked before any call - a non-empty string without control characters; a new VM's
+        name must not start or end with whitespace. libvirt also refuses C(/), C(.) and C(..) and
+        names longer than 247 bytes; vSphere names longer than 80 characters.
     type: str
     required: true
   state:

@@ -28,15 +28,22 @@ options:
     description: Keep only VMs that match every given filter.
     type: dict
     suboptions:
-      state:
-        description: Power state, V(running), V(stopped), V(paused) or V(unknown).
+      name:
+        description: Shell-style pattern the VM name must match, for example V(web-*).
         type: str
+      state:
+        description: Power state.
+        type: str
+        choices: [running, stopped, paused, unknown]
       tags:
         description: Tags the VM must all carry.
         type: list
         elements: str
       hypervisor:
         description: Host the VM runs on.
+        type: str
+      az:
+        description: Availability zone of the VM's hypervisor.
         type: str
   on_provider_error:
     description:
@@ -115,15 +122,7 @@ provider_errors:
 
 from ansible_collections.resilient.virt.plugins.module_utils.module_base import ResilientModule
 from ansible_collections.resilient.virt.plugins.module_utils.errors import NotFound, VirtError
-
-
-def matches(vm, filters):
-    """True when ``vm`` passes every filter that is set."""
-    if filters.get("state") and vm.get("state") != filters["state"]:
-        return False
-    if filters.get("hypervisor") and vm.get("hypervisor") != filters["hypervisor"]:
-        return False
-    return set(filters.get("tags") or ()).issubset(vm.get("tags") or ())
+from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import VM_STATES, match_filters
 
 
 class VmInfoModule(ResilientModule):
@@ -132,12 +131,18 @@ class VmInfoModule(ResilientModule):
         all_providers=dict(type="bool", default=False),
         filters=dict(
             type="dict",
-            options=dict(state=dict(type="str"), tags=dict(type="list", elements="str"), hypervisor=dict(type="str")),
+            options=dict(
+                name=dict(type="str"),
+                state=dict(type="str", choices=list(VM_STATES)),
+                tags=dict(type="list", elements="str"),
+                hypervisor=dict(type="str"),
+                az=dict(type="str"),
+            ),
         ),
         on_provider_error=dict(type="str", default="fail", choices=["fail", "warn"]),
     )
 
-    def _list(self, reference):
+    def _list(self, reference, filters):
         provider = self.open_provider(reference)
         if self.params["name"]:
             try:
@@ -145,15 +150,15 @@ class VmInfoModule(ResilientModule):
             except NotFound:
                 found = []
         else:
-            found = provider.list_vms()
-        return [dict(vm, provider=provider.key) for vm in found]
+            found = provider.list_vms(filters or None)
+        return [dict(vm, provider=provider.key) for vm in found if match_filters(vm, filters)]
 
     def run(self):
-        filters = self.params.get("filters") or {}
+        filters = dict((key, value) for key, value in (self.params.get("filters") or {}).items() if value is not None)
         vms, errors = [], []
         for reference in self.provider_references():
             try:
-                vms.extend(vm for vm in self._list(reference) if matches(vm, filters))
+                vms.extend(self._list(reference, filters))
             except VirtError as err:
                 if self.params["on_provider_error"] == "fail":
                     raise

@@ -7,6 +7,8 @@ down at the end. Tests that use it are marked ``lab``: deselect them with ``-m "
 
 ``outage``: stop/start/freeze/thaw one hypervisor; whatever a test broke is repaired afterwards.
 ``domain_xml``: builds the XML of a tiny diskless TCG domain (64 MiB, 1 vCPU).
+``vsphere``: the lab's vSphere simulator, as provider settings (its password included).
+``start_redis``: ``start_redis(password=...)`` starts a private redis-server, stopped at the end.
 """
 import importlib
 import os
@@ -14,6 +16,7 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
+from redis_server import RedisServer, require_redis_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LAB_COUNT = 3
@@ -106,3 +109,23 @@ def tiny_domain_xml(name):
 @pytest.fixture(scope="session")
 def domain_xml():
     return tiny_domain_xml
+
+
+@pytest.fixture(scope="session")
+def vsphere(lab):
+    """Provider settings of the lab's vSphere simulator (started with the lab)."""
+    return dict(importlib.import_module("vcsim").start(lab.run_dir))
+
+
+@pytest.fixture(scope="session")
+def start_redis():
+    require_redis_server()
+    started = []
+
+    def start(**kwargs):
+        started.append(RedisServer(**kwargs))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.stop()

@@ -72,6 +72,22 @@ def _seconds(duration):
     return (parse(duration["end"]) - parse(duration["start"])).total_seconds()
 
 
+def _json_document(stdout):
+    """The JSON callback's document in ``stdout`` ({} when there is none); with -v and more,
+    Ansible prints its verbose lines to stdout too, before the document."""
+    try:
+        return json.loads(stdout)
+    except ValueError:
+        pass
+    start = stdout.find("\n{\n")
+    if start < 0:  # e.g. the JSON callback is missing: describe() shows the output
+        return {}
+    try:
+        return json.JSONDecoder().raw_decode(stdout[start + 1:])[0]
+    except ValueError:
+        return {}
+
+
 class PlaybookRun:
     """Outcome of one ``ansible-playbook`` run."""
 
@@ -81,10 +97,7 @@ class PlaybookRun:
         self.stderr = stderr
         self.wall = wall
         self.tasks = []
-        try:
-            data = json.loads(stdout)
-        except ValueError:  # e.g. the JSON callback is missing: describe() shows the output
-            data = {}
+        data = _json_document(stdout)
         self.data = data
         for play_data in data.get("plays", []):
             for task in play_data.get("tasks", []):

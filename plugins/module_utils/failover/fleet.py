@@ -4,6 +4,7 @@
 """The fleet a reconcile cycle plans over: hypervisors and VMs, given or listed from providers."""
 import math
 
+from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
 from ansible_collections.resilient.virt.plugins.module_utils.failover.model import VM, Hypervisor
 
 FLAVOR_KEY = "flavor"
@@ -32,12 +33,25 @@ class Fleet:
         self.definitions = definitions or {}
 
     @classmethod
-    def given(cls, hypervisors, vms):
-        """A fleet from the module's ``hypervisors`` and ``vms`` options."""
-        return cls(
+    def given(cls, hypervisors, vms, check_hosts=True):
+        """A fleet from the module's ``hypervisors`` and ``vms`` options.
+
+        With ``check_hosts``, a VM whose host is not one of ``hypervisors`` is an error: it could
+        be neither protected nor counted on its host.
+        """
+        fleet = cls(
             [Hypervisor.from_dict(item, "hypervisors[%d]" % index) for index, item in enumerate(hypervisors)],
             [VM.from_dict(item, "vms[%d]" % index) for index, item in enumerate(vms)],
         )
+        if check_hosts:
+            known = set(hv.name for hv in fleet.hypervisors)
+            for index, vm in enumerate(fleet.vms):
+                if vm.host not in known:
+                    raise field_error(
+                        "vms[%d].host" % index,
+                        "%r is not one of the hypervisors given in 'hypervisors'; add it there or fix the VM's host" % vm.host,
+                    )
+        return fleet
 
     @classmethod
     def listed(cls, providers):

@@ -50,6 +50,19 @@ def _mapping(data, key, path, value_check):
     return out
 
 
+TRAIT_VALUES = ("required", "forbidden")
+
+
+def _extra_specs(data, path):
+    """Flavor extra specs: strings; a ``trait:NAME`` spec is ``required`` or ``forbidden``."""
+    specs = _mapping(data, "extra_specs", path, lambda v: isinstance(v, str))
+    for key, value in specs.items():
+        if key.startswith("trait:") and value.strip().lower() not in TRAIT_VALUES:
+            _fail("%s.extra_specs[%r]" % (path, key),
+                  "must be required or forbidden, got %r" % (value,))
+    return specs
+
+
 def _is_text(value):
     return isinstance(value, str) and bool(value)
 
@@ -121,7 +134,7 @@ class VM:
                    host=_text(data, host_key, path, required=True),
                    az=_text(data, "az", path, ""), flavor=_text(data, "flavor", path, ""),
                    vcpus=_count(data, "vcpus", path), memory_mb=_count(data, "memory_mb", path),
-                   extra_specs=_mapping(data, "extra_specs", path, lambda v: isinstance(v, str)))
+                   extra_specs=_extra_specs(data, path))
 
 
 @dataclass

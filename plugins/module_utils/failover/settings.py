@@ -3,7 +3,7 @@ from dataclasses import dataclass, field
 from typing import Dict
 
 from ansible_collections.resilient.virt.plugins.module_utils.config import parse_duration
-from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
+from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, field_error
 from ansible_collections.resilient.virt.plugins.module_utils.failover.requirements import (
     validate_requirements)
 
@@ -41,9 +41,9 @@ class FailoverSettings:
                               % (at, unknown[0], ", ".join(known)))
         out = cls(requirements=validate_requirements(data.get("requirements"), at + "requirements"))
         max_vms = data.get("max_vms_to_process", 0)
-        if isinstance(max_vms, bool) or not isinstance(max_vms, int):
-            raise InvalidSpec("%smax_vms_to_process: must be a whole number (0 = all VMs), got %r"
-                              % (at, max_vms))
+        if isinstance(max_vms, bool) or not isinstance(max_vms, int) or max_vms < 0:
+            raise field_error(at + "max_vms_to_process",
+                              "must be a whole number >= 0 (0 = all VMs), got %r" % (max_vms,))
         out.max_vms_to_process = max_vms
         if data.get("revalidation_interval") is not None:
             name = at + "revalidation_interval"

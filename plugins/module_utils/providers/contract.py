@@ -11,13 +11,22 @@ A backend subclasses :class:`Provider`, sets ``type_name``, ``capabilities`` and
 Backends raise errors of ``plugins.module_utils.errors`` or let their library's exceptions out:
 ``classify_error`` then maps those into the taxonomy. Calls reach a backend through
 ``GuardedProvider`` (retries, breaker, rate limit, timeouts), so a backend does one attempt only.
+
+VM names are checked by :meth:`Provider.check_name` before any call that takes one; backends
+extend it with what their platform refuses or mishandles. Secret options (``Option(secret=True)``)
+must have names that ``masking.is_secret_key`` recognises (``password``, ``api_token``...), so
+that modules can mask them before anything is loaded; a backend that declares another name fails
+to load. :meth:`Provider.scrub` removes the configuration's secrets from any text.
 """
 import copy
 import fnmatch
 import math
+import unicodedata
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    InvalidSpec, NotSupported, redact)
+    InvalidSpec, NotSupported, field_error, redact)
+from ansible_collections.resilient.virt.plugins.module_utils.masking import (
+    is_secret_key, scrub, secret_values)
 
 __all__ = ("CAPABILITIES", "POWER_ACTIONS", "VM_STATES", "VM_FIELDS", "Option", "Provider",
            "new_vm", "check_filters", "match_filters", "config_errors")
@@ -130,7 +139,8 @@ def config_errors(options, config, type_name):
         except InvalidSpec as exc:
             errors.append({"path": path, "message": exc.message})
         except ValueError as exc:
-            shown = "(hidden)" if option.secret else "=" + redact(repr(value))[:80]
+            hidden = option.secret or is_secret_key(key)
+            shown = "(hidden)" if hidden else "=" + redact(repr(value))[:80]
             errors.append({"path": path, "message": "%s%s: %s" % (path, shown, exc)})
     for key, option in options.items():
         if key in clean:
@@ -155,10 +165,22 @@ class Provider:
         "traits": Option("list", default=[], doc="Traits reported for its hypervisors."),
     }
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        hidden = sorted(key for key, option in cls.options.items()
+                        if option.secret and not is_secret_key(key))
+        if hidden:
+            raise TypeError(
+                "%s.%s declares the secret option(s) %s under names that are not recognised as "
+                "secret, so they could not be masked before validation; name them with password, "
+                "token, secret, api_key, private_key or credential"
+                % (cls.__module__, cls.__name__, ", ".join(hidden)))
+
     def __init__(self, config):
         if not isinstance(config, dict):
             raise InvalidSpec("provider must be a dict such as {type: %s, ...}, not %s"
                               % (self.type_name, type(config).__name__))
+        self._secrets = secret_values(config)
         clean, errors = config_errors(self.options, config, self.type_name)
         if errors:
             raise InvalidSpec("invalid provider: " + "; ".join(e["message"] for e in errors),
@@ -166,6 +188,24 @@ class Provider:
         clean["type"] = self.type_name
         self.config = clean
         self.warnings = []  # things the user should know (insecure settings...); modules show them
+
+    def scrub(self, text):
+        """``text`` without this provider's secrets (secret options, passwords inside URLs)."""
+        return scrub(text, self._secrets)
+
+    def check_name(self, name, creating=False):
+        """Raise InvalidSpec (field ``name``) unless ``name`` can name a VM of this provider.
+
+        The base rules: a non-empty string without control characters; a new VM's name also
+        neither starts nor ends with whitespace. Backends add what their platform refuses.
+        """
+        if not isinstance(name, str) or not name:
+            raise field_error("name", "must be a non-empty string, got %r" % (name,))
+        if any(unicodedata.category(char) == "Cc" for char in name):
+            raise field_error("name", "%r contains a control character (such as a NUL byte, a "
+                                      "tab or a newline); remove it" % name)
+        if creating and name.strip() != name:
+            raise field_error("name", "%r starts or ends with whitespace; remove it" % name)
 
     @property
     def key(self):
@@ -211,7 +251,11 @@ class Provider:
         raise self.unsupported("delete")
 
     def power(self, name, action, timeout=None):
-        """``action`` in POWER_ACTIONS; ``shutdown`` waits up to ``timeout`` s, then Timeout."""
+        """``action`` in POWER_ACTIONS; ``shutdown`` waits up to ``timeout`` s, then Timeout.
+
+        Returns the VM dict, with ``changed`` False when the VM already was in the wanted state
+        (another task got there first) and nothing was done; a missing ``changed`` means True.
+        """
         raise self.unsupported("power")
 
     def reconfigure(self, name, vcpus=None, memory_mb=None):

@@ -16,6 +16,10 @@ reconfigure -> vCPUs and memory have the wanted values; migrate -> the VM is on 
 
 A graceful shutdown that the guest does not finish within its timeout raises Timeout at once:
 the provider answered, so it is neither retried nor counted by the circuit breaker.
+
+Every operation that takes a VM name checks it first (``Provider.check_name``), so a name the
+platform would refuse or mishandle never reaches it. Error messages are scrubbed of the
+provider's secrets before the breaker records them and the caller sees them.
 """
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, NotFound, Timeout, VirtError)
@@ -55,6 +59,9 @@ class _AttemptHooks:
             err = self.hook.resilient_virt_classify_error(provider=self.provider, exc=exc)
         return err
 
+    def scrub(self, text):
+        return self.provider.scrub(text)
+
     def after_attempt(self, attempt, outcome, error, duration):
         if outcome == "timeout":
             self.provider.abandon()
@@ -93,6 +100,12 @@ class GuardedProvider:
     @property
     def capabilities(self):
         return self.provider.capabilities
+
+    @property
+    def warnings(self):
+        """What the user should know: the backend's warnings, then the policy's."""
+        return list(self.provider.warnings) + [w for w in self.policy.warnings
+                                               if w not in self.provider.warnings]
 
     def _call(self, operation, arguments, look=None):
         self.provider.require(operation)
@@ -136,17 +149,22 @@ class GuardedProvider:
         return self._call("list_vms", {"filters": filters})
 
     def describe(self, name):
+        self.provider.check_name(name)
         return self._call("describe", {"name": name})
 
     def create(self, spec):
         name = spec.get("name") if isinstance(spec, dict) else None
+        if name is not None:
+            self.provider.check_name(name, creating=True)
         look = self._look(name, lambda vm: vm is not None) if name else None
         return self._call("create", {"spec": spec}, look)
 
     def delete(self, name):
+        self.provider.check_name(name)
         return self._call("delete", {"name": name}, self._look(name, lambda vm: vm is None))
 
     def power(self, name, action, timeout=None):
+        self.provider.check_name(name)
         wanted = _POWER_STATE.get(action)
         look = None if wanted is None else self._look(
             name, lambda vm: vm is not None and vm.get("state") == wanted)
@@ -172,6 +190,8 @@ class GuardedProvider:
             raise err.timeout from None
 
     def reconfigure(self, name, vcpus=None, memory_mb=None):
+        self.provider.check_name(name)
+
         def done(vm):
             return vm is not None and (vcpus is None or vm.get("vcpus") == vcpus) and \
                 (memory_mb is None or vm.get("memory_mb") == memory_mb)
@@ -180,6 +200,7 @@ class GuardedProvider:
                           self._look(name, done))
 
     def migrate(self, name, hypervisor):
+        self.provider.check_name(name)
         return self._call("migrate", {"name": name, "hypervisor": hypervisor}, self._look(
             name, lambda vm: vm is not None and vm.get("hypervisor") == hypervisor))
 

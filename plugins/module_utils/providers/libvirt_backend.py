@@ -18,13 +18,13 @@ import time
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, Internal, InvalidSpec, NotFound, NotSupported, Timeout, Unauthorized, Unavailable,
-    redact)
+    field_error, redact)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
     POWER_ACTIONS, Option, Provider, check_filters, match_filters, new_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
 from ansible_collections.resilient.virt.plugins.module_utils.providers.libvirt_domain import (
-    DOMAIN_TYPES, build_domain_xml, managed_volumes, parse_domain_xml, set_domain_resources,
-    validate_spec, volume_xml)
+    DOMAIN_TYPES, build_domain_xml, managed_volumes, name_problem, parse_domain_xml,
+    set_domain_resources, validate_spec, volume_xml)
 
 __all__ = ("LibvirtProvider", "resilient_virt_provider_types")
 
@@ -120,6 +120,12 @@ class LibvirtProvider(Provider):
         self._hostname = None
         self._generation = 0
         self._lock = threading.Lock()
+
+    def check_name(self, name, creating=False):
+        super().check_name(name, creating)
+        problem = name_problem(name)
+        if problem:
+            raise field_error("name", "%r %s" % (name, problem))
 
     # -- connection ---------------------------------------------------------------------------
     def _open(self):
@@ -274,10 +280,20 @@ class LibvirtProvider(Provider):
         volumes = self._create_volumes(conn, spec, uuid)
         try:
             dom = conn.defineXML(build_domain_xml(spec, self.config["domain_type"], uuid, volumes))
-        except Exception:
+        except Exception as exc:
             self._delete_volumes(conn, volumes.values(), best_effort=True)
+            if self._exists(conn, spec["name"]):  # another task defined it meanwhile
+                raise Conflict("VM %r already exists on %s" % (spec["name"], self.key),
+                               cause=exc) from exc
             raise
         return self._vm(conn, dom)
+
+    def _exists(self, conn, name):
+        try:
+            self._lookup(conn, name)
+        except Exception:  # noqa: BLE001 - only a domain that is there for sure counts
+            return False
+        return True
 
     def _pool(self, conn, index):
         name = self.config["storage_pool"]
@@ -359,6 +375,7 @@ class LibvirtProvider(Provider):
         conn = self._connection()
         dom = self._lookup(conn, name)
         state = dom.state()[0]
+        changed = True
         if action == "on" and state in _PAUSED:
             dom.resume()
         elif action == "on" and state != 1:
@@ -372,7 +389,9 @@ class LibvirtProvider(Provider):
                 raise Conflict("VM %r is stopped, so it cannot be rebooted; power it on instead"
                                % name)
             dom.reboot(0)
-        return self._vm(conn, dom)
+        else:
+            changed = False
+        return dict(self._vm(conn, dom), changed=changed)
 
     def _shutdown(self, dom, name, timeout):
         end = time.monotonic() + timeout

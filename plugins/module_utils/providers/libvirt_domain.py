@@ -27,7 +27,8 @@ import xml.etree.ElementTree as ET
 from ansible_collections.resilient.virt.plugins.module_utils.providers.spec_errors import field_path, schema_errors
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
 
-__all__ = ("NAMESPACE", "DOMAIN_TYPES", "spec_schema", "validate_spec", "build_domain_xml",
+__all__ = ("NAMESPACE", "DOMAIN_TYPES", "MAX_NAME_BYTES", "name_problem", "spec_schema",
+           "validate_spec", "build_domain_xml",
            "parse_domain_xml", "managed_volumes", "volume_xml", "set_domain_resources")
 
 NAMESPACE = "https://resilient.virt/xmlns/vm/1"
@@ -42,6 +43,8 @@ BOOT_DEVICES = ("hd", "cdrom", "network")
 _TARGET_PREFIX = {"virtio": "vd", "sata": "sd", "scsi": "sd", "ide": "hd"}
 _MAC = r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$"
 _NAME = r"^[^/\x00-\x1f\x7f]+$"
+# libvirt writes /etc/libvirt/qemu/<name>.xml.new, and file names have at most 255 bytes
+MAX_NAME_BYTES = 255 - len(".xml.new")
 # characters XML 1.0 cannot carry at all
 _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _UNITS = {"b": 1, "bytes": 1, "kb": 1000, "k": 1024, "kib": 1024, "mb": 1000 ** 2,
@@ -77,7 +80,7 @@ def spec_schema():
         "type": "object", "additionalProperties": False,
         "required": ["name", "vcpus", "memory_mb"],
         "properties": {
-            "name": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": _NAME},
+            "name": {"type": "string", "minLength": 1, "pattern": _NAME},
             "vcpus": {"type": "integer", "minimum": 1},
             "memory_mb": {"type": "integer", "minimum": 16},
             "disks": {"type": "array", "items": disk},
@@ -103,7 +106,25 @@ def _strings(value, parts):
             yield from _strings(item, parts + [index])
 
 
+def name_problem(name):
+    """What libvirt refuses or mishandles in the domain name ``name`` (a string), or None."""
+    if "/" in name:
+        return "must not contain '/' (libvirt refuses it)"
+    if name in (".", ".."):
+        return ("must not be '.' or '..': libvirt uses the name as a path component, and these "
+                "would make it remove directories of the hypervisor")
+    size = len(name.encode("utf-8"))
+    if size > MAX_NAME_BYTES:
+        return ("is %d bytes long in UTF-8; libvirt names files after the VM, so at most %d"
+                % (size, MAX_NAME_BYTES))
+    return None
+
+
 def _semantic_errors(spec):
+    name = spec.get("name")
+    problem = name_problem(name) if isinstance(name, str) and name else None
+    if problem and "/" not in name:  # '/' is the schema's
+        yield "name", problem
     for parts, text in _strings(spec, []):
         if _XML_BAD.search(text):
             yield field_path(parts), "contains a control character that cannot be stored"

@@ -14,6 +14,7 @@ Asynchronous vSphere tasks are polled until they end or ``task_timeout`` passes;
 then carries the task id (``details.task_id``) for ``task_status``. A call abandoned by the
 caller's time limit stops polling at its next poll.
 """
+import re
 import socket
 import ssl
 import threading
@@ -44,6 +45,11 @@ def _lost_view(exc):
     obj = getattr(exc, "obj", None)
     return fault_name(exc) == "vmodl.fault.ManagedObjectNotFound" and \
         type(obj).__name__ == "vim.view.ContainerView"
+
+
+# a DNS name, an IPv4 address, or an IPv6 address (bare or in brackets)
+_HOST = re.compile(r"^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?|\[?[0-9A-Fa-f:.]+\]?)$")
+MAX_NAME_LENGTH = 80  # vSphere refuses longer VM names
 
 
 def _invalid(path, message):
@@ -93,6 +99,11 @@ class VSphereProvider(Provider):
         port = self.config["port"]
         if not 0 < port < 65536:
             raise _invalid("provider.port", "%d is not a TCP port (1-65535)" % port)
+        if not _HOST.match(self.config["host"]):
+            raise _invalid("provider.host", "must be a host name or an IP address only (without "
+                                            "scheme, user, password, port or path): put the user "
+                                            "in provider.username, the password in "
+                                            "provider.password and the port in provider.port")
         if self.config["protocol"] == "http":
             self.warnings.append(
                 "provider.protocol is http: the session with %s, password included, is not "
@@ -111,6 +122,12 @@ class VSphereProvider(Provider):
 
     def endpoint(self):
         return "%s:%d" % (self.config["host"], self.config["port"])
+
+    def check_name(self, name, creating=False):
+        super().check_name(name, creating)
+        if len(name) > MAX_NAME_LENGTH:
+            raise _invalid("name", "%r has %d characters; vSphere VM names have at most %d"
+                           % (name[:20] + "...", len(name), MAX_NAME_LENGTH))
 
     # -- session ------------------------------------------------------------------------------
     def _login(self):
@@ -185,9 +202,6 @@ class VSphereProvider(Provider):
             err = Unavailable("vSphere session on %s was lost (%s); the next call logs in again"
                               % (self.endpoint(), fault_name(exc)), cause=exc)
         message = "%s (%s)" % (err.message, self.key)
-        password = self.config["password"]
-        if password and password in message:
-            message = message.replace(password, "********")
         err.message = message
         err.args = (message,)
         return err
@@ -414,6 +428,7 @@ class VSphereProvider(Provider):
         session = self._connection()
         ref = self._find_vm(session, name)
         state = self._power_state(session, ref)
+        changed = True
         if action == "on" and state != "poweredOn":
             self._wait(session, ref.PowerOnVM_Task(), "powering on VM %r" % name, timeout)
         elif action == "off" and state != "poweredOff":
@@ -423,7 +438,9 @@ class VSphereProvider(Provider):
                            DEFAULT_SHUTDOWN_TIMEOUT if timeout is None else timeout)
         elif action == "reboot":
             self._reboot(session, ref, name, state, timeout)
-        return self._describe_ref(session, ref, name)
+        else:
+            changed = False
+        return dict(self._describe_ref(session, ref, name), changed=changed)
 
     def _shutdown(self, session, ref, name, state, timeout):
         if state == "suspended":

@@ -1,87 +1,17 @@
 """State store fixtures: a SQLite file in tmp_path and a real, private redis-server."""
 import os
-import shutil
-import socket
-import subprocess
-import tempfile
-import time
 
 import pytest
+from redis_server import RedisServer, require_redis_server
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 COLLECTIONS = os.path.join(ROOT, ".build", "collections")  # prepared by tests/conftest.py
-REDIS_SERVER = "/usr/bin/redis-server"
-REDIS_PASSWORD = "s3cret-Pa55word"
-
-
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class RedisServer:
-    """A redis-server on 127.0.0.1 with no persistence, in its own temporary directory."""
-
-    def __init__(self, tls_files=None):
-        self.dir = tempfile.mkdtemp(prefix="redis-test-")
-        self.port = _free_port()
-        self.password = REDIS_PASSWORD
-        self.tls_files = tls_files
-        args = [REDIS_SERVER, "--bind", "127.0.0.1", "--port", str(self.port),
-                "--dir", self.dir, "--save", "", "--appendonly", "no",
-                "--requirepass", self.password, "--daemonize", "no",
-                "--logfile", os.path.join(self.dir, "redis.log")]
-        if tls_files:  # (certificate, key, CA): TLS only, clients need no certificate
-            args += ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", tls_files[0],
-                     "--tls-key-file", tls_files[1], "--tls-ca-cert-file", tls_files[2],
-                     "--tls-auth-clients", "no"]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self._wait_ready()
-
-    def _wait_ready(self):
-        import redis
-
-        tls = {"ssl": True, "ssl_ca_certs": self.tls_files[2]} if self.tls_files else {}
-        client = redis.Redis(host="127.0.0.1", port=self.port, password=self.password,
-                             socket_timeout=1, **tls)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            try:
-                client.ping()
-                client.close()
-                return
-            except redis.exceptions.ConnectionError:
-                time.sleep(0.05)
-        log = os.path.join(self.dir, "redis.log")
-        text = open(log).read() if os.path.exists(log) else ""
-        self.stop()
-        pytest.fail("redis-server did not start on port %d:\n%s" % (self.port, text[-2000:]))
-
-    def url(self, db=0):
-        return "redis://:%s@127.0.0.1:%d/%d" % (self.password, self.port, db)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def _require_redis_server():
-    if not os.access(REDIS_SERVER, os.X_OK):
-        pytest.fail("%s not found: install the redis-server package (apt-get install "
-                    "redis-server); the Redis state store tests need a real server" % REDIS_SERVER)
 
 
 @pytest.fixture(scope="session")
 def redis_server():
     """A private redis-server for the session; fails (never skips) when it is not installed."""
-    _require_redis_server()
+    require_redis_server()
     server = RedisServer()
     yield server
     server.stop()
@@ -90,7 +20,7 @@ def redis_server():
 @pytest.fixture(scope="session")
 def start_redis_server():
     """``start_redis_server(tls_files=None)`` starts another private server, stopped at the end."""
-    _require_redis_server()
+    require_redis_server()
     started = []
 
     def start(tls_files=None):
@@ -139,3 +69,22 @@ def child_env():
     env = dict(os.environ)
     env["PYTHONPATH"] = COLLECTIONS + os.pathsep + env.get("PYTHONPATH", "")
     return env
+
+
+@pytest.fixture
+def write_lock():
+    """``with write_lock(path):`` another connection holds the SQLite file's write lock."""
+    import contextlib
+    import sqlite3
+
+    @contextlib.contextmanager
+    def hold(path):
+        other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            yield other
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+
+    return hold

@@ -217,3 +217,21 @@ def test_invalid_settings_name_the_field(sqlite_url, field, value):
 
     with pytest.raises(InvalidSpec, match=field):
         CircuitBreaker(open_store(sqlite_url), "x", **{field: value})
+
+
+@pytest.mark.parametrize("damage", [
+    {"state": "open", "half_open_at": 1e300, "opened_at": 1e300},   # stored by an older version
+    {"state": "open", "half_open_at": "soon"},
+    {"state": "open", "half_open_at": None, "consecutive_failures": "x"},
+    {"state": "melted", "probes": [1, 2], "rejected_total": None},
+])
+def test_a_damaged_record_never_keeps_the_breaker_open(store, damage):
+    """A record written by a bug, by hand, or with a reset_timeout of 1e300 by an older
+    version: the next call goes through (as a probe when the record said open)."""
+    store.update("breaker", "lab:dmg", lambda cur, now: (dict(damage), None))
+    breaker = CircuitBreaker(store, "lab:dmg", failure_threshold=2, reset_timeout=30)
+    permit = breaker.before_call()
+    breaker.on_success(permit)
+    snap = breaker.snapshot()
+    assert snap["state"] == "closed", snap
+    assert list_breakers(store)[0]["name"] == "lab:dmg"

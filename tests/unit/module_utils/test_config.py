@@ -36,13 +36,13 @@ def test_table_matches_settings_fields_and_brief_names():
                    "RETRY_MAX_ATTEMPTS", "RETRY_BASE_DELAY", "RETRY_MAX_DELAY", "RETRY_MULTIPLIER",
                    "RETRY_DEADLINE", "CB_FAILURE_THRESHOLD", "CB_RESET_SECONDS",
                    "CB_HALF_OPEN_MAX_CALLS", "CB_SUCCESS_THRESHOLD", "RATE_LIMIT_QPS",
-                   "RATE_LIMIT_BURST"):
+                   "RATE_LIMIT_BURST", "STORE_TIMEOUT"):
         assert "RESILIENT_VIRT_" + suffix in envs
     assert set(C.OPTION_KEYS) == {
         "retry_preset", "max_attempts", "base_delay", "max_delay", "multiplier", "deadline",
         "failure_threshold", "reset_timeout", "half_open_max_calls", "success_threshold",
         "rate_limit_qps", "rate_limit_burst", "timeout_describe", "timeout_mutating",
-        "timeout_validate", "timeout_task_status"}
+        "timeout_validate", "timeout_task_status", "store_timeout"}
     for s in C.SETTINGS:
         assert s.description and s.kind in ("duration", "duration?", "int", "float", "str", "choice")
         assert s.option == ("state_store" if s.key == "state_store" else "resilience." + s.key)

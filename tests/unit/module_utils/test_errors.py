@@ -254,3 +254,39 @@ def test_import_and_classify_load_no_http_library():
             "assert not bad, bad\n")
     subprocess.run([sys.executable, "-c", code], check=True,
                    env=dict(os.environ, PYTHONPATH=os.path.abspath(COLLECTIONS)))
+
+
+def test_tls_against_a_plain_text_port_is_a_configuration_error_with_the_fix():
+    """What Python's ssl raises when https meets a plain-HTTP port (seen against the lab's
+    simulator): retrying cannot help, so it is InvalidSpec, and the message says what to check."""
+    import socket
+    import ssl
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+
+    def answer_in_plain_http():
+        conn, _addr = server.accept()
+        conn.recv(1024)
+        conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        conn.close()
+
+    threading.Thread(target=answer_in_plain_http, daemon=True).start()
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    with pytest.raises(ssl.SSLError) as info:
+        context.wrap_socket(socket.create_connection(server.getsockname()))
+    server.close()
+    err = E.classify(info.value)
+    assert isinstance(err, E.InvalidSpec) and not err.retryable
+    assert "TLS handshake failed" in err.message and "check the port" in err.message
+    assert not E.counts_against_breaker(err)
+
+
+def test_a_broken_tls_connection_is_still_a_passing_outage():
+    import ssl
+
+    assert isinstance(E.classify(ssl.SSLEOFError(8, "EOF occurred in violation of protocol")),
+                      E.Unavailable)

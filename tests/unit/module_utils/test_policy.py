@@ -8,7 +8,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.circuit_breaker imp
     CircuitBreaker)
 from ansible_collections.resilient.virt.plugins.module_utils.config import resolve_settings
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    BreakerOpen, Internal, NotFound, RateLimit, Timeout, Unavailable, VirtError)
+    BreakerOpen, Internal, NotFound, RateLimit, StoreUnavailable, Timeout, Unavailable, VirtError)
 from ansible_collections.resilient.virt.plugins.module_utils.policy import Policy
 from ansible_collections.resilient.virt.plugins.module_utils.rate_limit import RateLimiter
 
@@ -221,3 +221,101 @@ def test_without_deadline_every_attempt_gets_its_full_timeout(store):
 def test_unknown_operation_class(store):
     with pytest.raises(ValueError, match="operation class"):
         _policy(store).call(lambda: 1, op_class="bogus")
+
+
+# --- the state store inside the call's bounds ----------------------------------------------
+
+@pytest.mark.parametrize("option, bound", [
+    ({"deadline": "1s"}, 1.0),                      # the call's deadline bounds the store
+    ({"store_timeout": "500ms"}, 0.5),              # no deadline: the store's own limit
+    ({"deadline": "10s", "store_timeout": "500ms"}, 0.5),
+])
+def test_a_locked_store_costs_the_call_no_more_than_its_bounds(tmp_path, write_lock, option,
+                                                              bound):
+    """Reading the breaker does not need the write lock (WAL): the provider answers, and only
+    recording the outcome waits for the lock, within the call's bounds, then gives up."""
+    from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
+
+    path = str(tmp_path / "state.db")
+    settings = resolve_settings(dict(FAST, **option), environ={})
+    store = open_store("sqlite://" + path, environ={}, timeout=settings.store_timeout)
+    policy = Policy(store, "lab:1", settings)
+    fn = Flaky()
+    began = time.monotonic()
+    with write_lock(path):
+        assert policy.call(fn) == "ok"
+    elapsed = time.monotonic() - began
+    assert bound * 0.8 <= elapsed < bound + 0.5, elapsed
+    assert fn.calls == 1
+    assert "not recorded in its circuit breaker" in policy.warnings[0], policy.warnings
+    store.close()
+
+
+def test_a_store_that_cannot_be_read_fails_the_call_before_the_provider(tmp_path):
+    """A damaged store fails the call at once: the provider is never called, nothing is
+    retried, and the error names the store."""
+    from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
+
+    path = tmp_path / "state.db"
+    store = open_store("sqlite://%s" % path, environ={})
+    store.close()  # the next operation opens the file again, and finds it damaged
+    path.write_bytes(b"\xff" * 8192)
+    fn = Flaky()
+    began = time.monotonic()
+    with pytest.raises(StoreUnavailable) as info:
+        _policy(store, "lab:1").call(fn)
+    assert time.monotonic() - began < 1.0
+    assert fn.calls == 0
+    assert info.value.details["attempts"] == 1
+    assert "sqlite://%s" % path in str(info.value)
+
+
+def test_a_store_failure_is_not_a_provider_failure(tmp_path):
+    """It neither counts against the breaker nor goes through the provider's retries."""
+    from ansible_collections.resilient.virt.plugins.module_utils.errors import (
+        counts_against_breaker)
+
+    err = StoreUnavailable("sqlite:///x", "is unavailable")
+    assert not err.retryable and not counts_against_breaker(err)
+    assert err.to_dict()["type"] == "Unavailable"
+
+
+def test_an_outcome_the_store_cannot_record_leaves_the_result_and_a_warning(tmp_path,
+                                                                           write_lock):
+    import contextlib
+
+    from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
+
+    path = str(tmp_path / "state.db")
+    store = open_store("sqlite://" + path, environ={}, timeout=0.3)
+    policy = Policy(store, "lab:1", resolve_settings(dict(FAST, store_timeout="300ms"), environ={}))
+    with contextlib.ExitStack() as stack:
+
+        def provider_call():  # the store locks up while the provider works
+            stack.enter_context(write_lock(path))
+            return 42
+
+        assert policy.call(provider_call) == 42
+    assert len(policy.warnings) == 1
+    assert "not recorded in its circuit breaker" in policy.warnings[0]
+    assert "sqlite://%s" % path in policy.warnings[0]
+    store.close()
+
+
+def test_a_probe_holds_its_slot_only_for_its_own_operation(store):
+    """A half-open probe's lease is its attempt's time limit plus the store's, not the largest
+    operation timeout: a probe whose process died blocks a describe for about 35 s, not 250 s."""
+    policy = _policy(store, failure_threshold=1, reset_timeout="1ms", retry_preset="none")
+    with pytest.raises(Unavailable):
+        policy.call(Flaky(Unavailable("down")), op_class="describe")
+    time.sleep(0.01)
+    seen = {}
+
+    def probe():
+        seen.update(store.get("breaker", "lab:1")["probes"])
+        return "ok"
+
+    before = store.now()
+    policy.call(probe, op_class="describe")
+    (expires,) = seen.values()
+    assert 34.0 <= expires - before <= 35.5  # timeout_describe 30 s + store_timeout 5 s

@@ -61,3 +61,10 @@ def test_default_burst_is_one_second_of_calls(sqlite_url):
     for bad in (0, -1, 1.5, True, "3"):
         with pytest.raises(InvalidSpec, match="burst"):
             RateLimiter(store, "k", qps=1, burst=bad)
+
+
+@pytest.mark.parametrize("tat", [1e300, "soon", None, [1]])
+def test_a_damaged_record_does_not_stall_the_limiter(store, tat):
+    store.update("ratelimit", "lab:dmg", lambda cur, now: ({"tat": tat}, None))
+    limiter = RateLimiter(store, "lab:dmg", qps=10, burst=1)
+    assert limiter.acquire() == 0.0

@@ -7,7 +7,7 @@ import pytest
 import redis
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    InvalidSpec, Unauthorized, Unavailable)
+    InvalidSpec, StoreUnavailable, Unauthorized, Unavailable)
 from ansible_collections.resilient.virt.plugins.module_utils.redis_store import RedisStore
 from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
 
@@ -141,3 +141,55 @@ def test_fork_gets_fresh_connections(rstore):
     for pid in children:
         assert os.waitpid(pid, 0)[1] == 0
     assert rstore.get("t", "n") == {"n": 400}
+
+
+# --- time limits: a frozen or refusing server never holds a task for long ------------------
+
+@pytest.fixture
+def frozen_server(start_redis_server):
+    """A private redis-server that is stopped with SIGSTOP (accepts TCP, never answers)."""
+    import signal
+
+    server = start_redis_server()
+    client = redis.Redis.from_url(server.url())
+    client.set("resilient_virt:t:k", '{"n": 1}')
+    client.close()
+    os.kill(server.proc.pid, signal.SIGSTOP)
+    try:
+        yield server
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+
+
+def test_a_frozen_server_fails_within_the_store_timeout(frozen_server):
+    store = RedisStore(frozen_server.url(), timeout=0.5)
+    began = time.monotonic()
+    with pytest.raises(StoreUnavailable) as info:
+        store.update("t", "k", lambda cur, now: ({"n": 2}, None))
+    elapsed = time.monotonic() - began
+    assert 0.4 < elapsed < 2.0, elapsed  # one socket timeout, not redis-py's retries
+    assert info.value.type == "Unavailable" and not info.value.retryable
+    assert frozen_server.password not in str(info.value)
+    began = time.monotonic()
+    with pytest.raises(StoreUnavailable):  # known failing: no second wait
+        store.get("t", "k")
+    assert time.monotonic() - began < 0.1
+
+
+def test_a_shorter_timeout_bounds_one_operation_on_a_frozen_server(frozen_server):
+    store = RedisStore(frozen_server.url(), timeout=5.0)
+    began = time.monotonic()
+    with pytest.raises(StoreUnavailable, match="did not answer within 0.3s"):
+        store.get("t", "k", timeout=0.3)
+    assert time.monotonic() - began < 1.5
+
+
+def test_a_refusing_server_fails_at_once(start_redis_server):
+    server = start_redis_server()
+    url = server.url()
+    server.stop()
+    store = RedisStore(url, timeout=5.0)
+    began = time.monotonic()
+    with pytest.raises(StoreUnavailable):
+        store.get("t", "k")
+    assert time.monotonic() - began < 0.5  # redis-py would retry three times with backoff

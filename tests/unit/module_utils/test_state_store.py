@@ -13,7 +13,7 @@ import pytest
 
 from ansible_collections.resilient.virt.plugins.module_utils import sqlite_store
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    InvalidSpec, Unavailable)
+    InvalidSpec, StoreUnavailable, Unavailable)
 from ansible_collections.resilient.virt.plugins.module_utils.sqlite_store import (
     SCHEMA_VERSION, SQLiteStore)
 from ansible_collections.resilient.virt.plugins.module_utils.state_store import (
@@ -158,7 +158,7 @@ def test_unusable_sqlite_path_is_a_clear_error(tmp_path):
 def test_not_a_database_is_a_clear_error(tmp_path):
     path = tmp_path / "garbage.db"
     path.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(InvalidSpec, match="cannot use the SQLite database"):
+    with pytest.raises(Unavailable, match=r"is damaged .*move the file aside \(mv %s" % path):
         SQLiteStore(str(path))
 
 
@@ -219,20 +219,63 @@ def test_newer_schema_is_refused(tmp_path):
         SQLiteStore(path)
 
 
-def test_store_locked_beyond_the_busy_timeout_is_unavailable(tmp_path, monkeypatch):
-    monkeypatch.setattr(sqlite_store, "BUSY_TIMEOUT", 0.2)
+def test_store_locked_beyond_its_time_limit_is_unavailable(tmp_path, write_lock):
+    path = str(tmp_path / "state.db")
+    store = SQLiteStore(path, timeout=0.2)
+    with write_lock(path):
+        with pytest.raises(StoreUnavailable, match="stayed locked for 0.2s"):
+            store.update("t", "a", _incr())
+        # the store is now known to be failing: the next operation fails at once
+        began = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            store.get("t", "a")
+        assert time.monotonic() - began < 0.05
+    reopened = open_store("sqlite://" + path, timeout=0.2)
+    assert reopened is not store
+    assert reopened.update("t", "a", _incr()) == 1
+    reopened.close()
+
+
+def test_a_shorter_timeout_bounds_one_operation(tmp_path, write_lock):
+    path = str(tmp_path / "state.db")
+    store = SQLiteStore(path, timeout=5.0)
+    with write_lock(path):
+        began = time.monotonic()
+        with pytest.raises(StoreUnavailable, match="stayed locked for 0.3s"):
+            store.update("t", "a", _incr(), timeout=0.3)
+        assert time.monotonic() - began < 2.0
+    store.close()
+
+
+def _corrupt_record_pages(path):
+    """Overwrite every page of the records table (not the schema) with garbage."""
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    root = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'records'").fetchone()[0]
+    page_size = db.execute("PRAGMA page_size").fetchone()[0]
+    pages = db.execute("PRAGMA page_count").fetchone()[0]
+    db.close()
+    with open(path, "r+b") as f:
+        for page in range(root, pages + 1):
+            f.seek((page - 1) * page_size)
+            f.write(b"\xff" * page_size)
+
+
+def test_damaged_records_are_a_clear_error_naming_the_fix(tmp_path):
     path = str(tmp_path / "state.db")
     store = SQLiteStore(path)
-    other = sqlite3.connect(path, isolation_level=None)
-    other.execute("BEGIN IMMEDIATE")
-    try:
-        with pytest.raises(Unavailable, match="stayed busy for 0.2 s"):
-            store.update("t", "a", _incr())
-    finally:
-        other.execute("ROLLBACK")
-        other.close()
-    assert store.update("t", "a", _incr()) == 1
+    for index in range(200):
+        store.update("t", "k%03d" % index, _incr())
     store.close()
+    _corrupt_record_pages(path)
+    damaged = open_store("sqlite://" + path)
+    with pytest.raises(StoreUnavailable) as info:
+        damaged.items("t")
+    message = str(info.value)
+    assert "state store sqlite://%s is damaged" % path in message, message
+    assert "mv %s %s.damaged" % (path, path) in message
+    assert info.value.to_dict()["type"] == "Unavailable"
+    assert info.value.details["state_store"] == "sqlite://" + path
 
 
 def test_forked_children_get_their_own_connection(tmp_path):

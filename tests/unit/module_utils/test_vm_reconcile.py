@@ -277,3 +277,78 @@ def test_a_guest_ignoring_shutdown_needs_force(store):
             guarded.delete("rec-deaf")
         finally:
             guarded.provider.close()
+
+
+# -- another task working on the same VM ------------------------------------------------------
+
+class Interloper:
+    """The provider as this task sees it, with another task acting on the same VM (through the
+    same real provider) right before this task's first call of ``verb``."""
+
+    def __init__(self, guarded, verb, other):
+        self.guarded = guarded
+        self.verb = verb
+        self.other = other
+        self.calls = []
+
+    def __getattr__(self, name):
+        method = getattr(self.guarded, name)
+
+        def call(*args, **kwargs):
+            self.calls.append(name)
+            if name == self.verb and self.other is not None:
+                other, self.other = self.other, None
+                other(self.guarded)
+            return method(*args, **kwargs)
+
+        return call
+
+
+@pytest.mark.parametrize("state, before, other, verb", [
+    ("present", None, lambda p: p.create(dict(SPEC, name="rc-vm")), "create"),
+    ("running", "stopped", lambda p: p.power("rc-vm", "on"), "power"),
+    ("stopped", "running", lambda p: p.power("rc-vm", "off"), "power"),
+    ("absent", "stopped", lambda p: p.delete("rc-vm"), "delete"),
+])
+def test_work_done_meanwhile_by_another_task_is_success_without_change(provider, state, before,
+                                                                       other, verb):
+    guarded, created = provider
+    created.append("rc-vm")
+    if before is not None:
+        guarded.create(dict(SPEC, name="rc-vm"))
+        if before == "running":
+            guarded.power("rc-vm", "on")
+    seen = Interloper(guarded, verb, other)
+    outcome = reconcile(seen, "rc-vm", state, dict(SPEC), force=True, shutdown_timeout=1.0)
+    assert outcome["changed"] is False and outcome["actions"] == [], outcome
+    assert outcome["after"]["state"] == {"present": "stopped"}.get(state, state)
+    assert seen.calls.count(verb) == 1  # tried once, then read the VM again, and stopped
+
+
+def test_create_meanwhile_then_this_task_starts_it(provider):
+    guarded, created = provider
+    created.append("rc-both")
+    seen = Interloper(guarded, "create", lambda p: p.create(dict(SPEC, name="rc-both")))
+    outcome = reconcile(seen, "rc-both", "running", dict(SPEC))
+    assert outcome["changed"] is True and outcome["actions"] == ["start"], outcome
+    assert guarded.describe("rc-both")["state"] == "running"
+
+
+def test_a_real_conflict_still_fails(provider):
+    """A refusal while the VM is as planned is not someone else's work: it fails."""
+    from ansible_collections.resilient.virt.plugins.module_utils.errors import Conflict
+
+    guarded, created = provider
+    created.append("rc-real")
+    guarded.create(dict(SPEC, name="rc-real"))
+
+    class Refusing(Interloper):
+        def __getattr__(self, name):
+            if name == "power":
+                def refuse(*args, **kwargs):
+                    raise Conflict("the host refuses to start anything")
+                return refuse
+            return super().__getattr__(name)
+
+    with pytest.raises(Conflict, match="refuses"):
+        reconcile(Refusing(guarded, None, None), "rc-real", "running", dict(SPEC))

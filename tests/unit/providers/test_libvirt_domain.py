@@ -68,7 +68,8 @@ def test_none_values_count_as_unset():
     assert spec["interfaces"] == [{"network": "default", "model": "virtio"}]
 
 
-@pytest.mark.parametrize("name", ["x" * 65, "", "bad\x01name", "tab\tname", "a/b"])
+@pytest.mark.parametrize("name", ["x" * 248, "\u00e9" * 124, "", "bad\x01name", "tab\tname",
+                                  "a/b", ".", ".."])
 def test_bad_names_are_rejected(name):
     found = errors_of(dict(BASE, name=name))
     assert "name" in found
@@ -86,7 +87,7 @@ def test_a_name_with_xml_characters_is_stored_verbatim_never_injected():
     parsed = dom.parse_domain_xml(text)
     assert parsed["name"] == name
     assert parsed["tags"] == ["<t>"] and parsed["metadata"] == {"k&": "</metadata>"}
-    assert dom.validate_spec(dict(BASE, name="x" * 64))["name"] == "x" * 64
+    assert dom.validate_spec(dict(BASE, name="x" * 247))["name"] == "x" * 247
 
 
 def test_control_characters_anywhere_are_rejected():

@@ -1,0 +1,85 @@
+# -*- coding: utf-8 -*-
+# Copyright: resilient.virt contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Which values are secrets, and how they are kept out of results, logs and the state store.
+
+A value is secret when it sits under a key whose name says so (:func:`is_secret_key`: it
+contains ``pass``, ``pwd``, ``secret``, ``token``, ``api_key``, ``apikey``, ``private_key``,
+``credential``, or a fragment of a misspelt ``password``), or when it is the password part of
+a URL (``scheme://user:PASSWORD@host``, ``user:PASSWORD@host``, or a ``password=``/``token=``
+query parameter).
+Names decide, not the provider type, so secrets are found in a module's raw arguments before
+anything else is loaded or validated. Values shorter than :data:`MIN_LENGTH` characters are not
+treated as secrets: Ansible masks a secret wherever it appears as a substring, so a one-letter
+"password" would garble every word of a result (error types included) while protecting nothing. Backends must name their secret options accordingly
+(``providers.contract.Provider`` refuses a secret option with any other name).
+"""
+import re
+
+__all__ = ("MASK", "MIN_LENGTH", "is_secret_key", "secret_values", "url_passwords", "redact", "scrub")
+
+MASK = "********"
+MIN_LENGTH = 4
+_MARKERS = ("pass", "pasw", "pwd", "pword", "sword", "secret", "token", "api_key", "apikey",
+            "private_key", "privatekey", "credential")
+_URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<info>[^/@\s]*)@")
+_SECRET_PARAM = re.compile(r"(?i)\b(password|passwd|pass|pwd|token|secret|api_key)=([^&\s'\"]+)")
+_BARE_USERINFO = re.compile(r"^[^@/\s:]+:(?P<password>(?!/)[^@\s]+)@\S+$")  # user:password@host
+
+
+def is_secret_key(name):
+    """True when a setting called ``name`` holds a secret (see the module docstring)."""
+    key = str(name).lower()
+    return any(marker in key for marker in _MARKERS)
+
+
+def url_passwords(text):
+    """The passwords written inside URLs in ``text`` (userinfo after ``:``, password= params),
+    and in a whole ``text`` of the form ``user:password@host``."""
+    found = []
+    bare = _BARE_USERINFO.match(text)
+    if bare:
+        found.append(bare.group("password"))
+    for match in _URL_USERINFO.finditer(text):
+        user, colon, password = match.group("info").partition(":")
+        if colon and password:
+            found.append(password)
+    found.extend(match.group(2) for match in _SECRET_PARAM.finditer(text))
+    return found
+
+
+def secret_values(value, secret=False):
+    """Every secret string inside ``value`` (dicts, lists, strings), each once, longest first."""
+    found = set()
+
+    def walk(item, under_secret):
+        if isinstance(item, dict):
+            for key, sub in item.items():
+                walk(sub, under_secret or is_secret_key(key))
+        elif isinstance(item, (list, tuple)):
+            for sub in item:
+                walk(sub, under_secret)
+        elif item is not None and not isinstance(item, bool):
+            text = str(item)
+            if under_secret and text:
+                found.add(text)
+            found.update(url_passwords(text))
+
+    walk(value, secret)
+    return sorted((text for text in found if len(text) >= MIN_LENGTH),
+                  key=lambda text: (-len(text), text))
+
+
+def redact(text):
+    """``text`` with URL user information and ``password=``-like parameters replaced by ``***``."""
+    text = _URL_USERINFO.sub(r"\g<scheme>***@", str(text))
+    return _SECRET_PARAM.sub(r"\1=***", text)
+
+
+def scrub(text, secrets):
+    """``text`` redacted, with every string of ``secrets`` replaced by :data:`MASK`."""
+    text = str(text)
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, MASK)
+    return redact(text)

@@ -1,0 +1,305 @@
+"""Promises kept under bad input, through real ansible-playbook runs on the lab.
+
+- VM names that are path components (``.``, ``..``) or otherwise refused are rejected before
+  any call, and a canary file in the hypervisor's own directories survives;
+- a locked SQLite store, a frozen and a refusing Redis keep a task within its deadline plus a
+  small margin, and a store failure is neither retried nor counted against the provider;
+- a damaged SQLite store gives a clear error naming the store and the fix, never a traceback;
+- values out of range, malformed catalogs, filters and failover inputs are InvalidSpec naming
+  the field, and nothing is stored;
+- ``https`` against a plain-HTTP endpoint is a TLS error with the fix, not retried.
+"""
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from playbook_runner import local_inventory, play, run_playbook
+
+MARGIN = 3.0  # ansible-playbook starting a module process on a loaded 2-core machine
+
+
+def _provider(lab, name="hv1"):
+    hv = lab.hypervisor(name)
+    return {"type": "libvirt", "name": hv.name, "uri": hv.uri, "az": hv.az}
+
+
+def _task(title, module="vm", **args):
+    return {"name": title, "resilient.virt." + module: args, "ignore_errors": True}
+
+
+def _domains(lab, name="hv1"):
+    import libvirt
+
+    conn = libvirt.open(lab.hypervisor(name).uri)
+    try:
+        return [dom.name() for dom in conn.listAllDomains(0)]
+    finally:
+        conn.close()
+
+
+def _errors(result):
+    return {e["path"] for e in result["error"].get("details", {}).get("errors", [])}
+
+
+def test_names_that_libvirt_would_mishandle_are_refused_before_any_call(lab, tmp_path):
+    qemu_dir = os.path.join(lab.hypervisor("hv1").dir, "lib", "qemu")
+    canaries = [os.path.join(qemu_dir, "snapshot", "canary-%s" % uuid.uuid4().hex[:6]),
+                os.path.join(qemu_dir, "canary-%s" % uuid.uuid4().hex[:6])]
+    for path in canaries:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write("must survive\n")
+    names = {".": "path component", "..": "path component", "   ": "whitespace",
+             " web1": "whitespace", "a/b": "'/'", "nul\x00byte": "control character",
+             "x" * 248: "bytes long"}
+    before = _domains(lab)
+    tasks = []
+    for index, name in enumerate(names):
+        for state in ("present", "running", "absent"):
+            tasks.append(_task("%d %s" % (index, state), name=name, state=state, vcpus=1,
+                               memory_mb=64))
+        tasks.append(_task("%d info" % index, module="vm_info", name=name))
+    defaults = {"provider": _provider(lab), "state_store": "sqlite:///%s" % (tmp_path / "s.db")}
+    try:
+        run = run_playbook(tmp_path, [play(tasks, module_defaults=defaults)])
+        after = _domains(lab)
+        for path in canaries:
+            assert open(path).read() == "must survive\n", path
+    finally:
+        for path in canaries:
+            if os.path.exists(path):
+                os.unlink(path)
+    assert sorted(after) == sorted(before), "a refused name created or removed a domain"
+    assert "Traceback" not in run.output
+    for index, (name, why) in enumerate(names.items()):
+        for state in ("present", "running", "absent"):
+            result = run.task("%d %s" % (index, state))
+            if state == "absent" and why == "whitespace":  # looking one up is allowed
+                assert result["changed"] is False, result
+                continue
+            assert result.failed and result["error"]["type"] == "InvalidSpec", result
+            assert _errors(result) == {"name"}, result
+            assert why in result["msg"], result
+        info = run.task("%d info" % index)
+        if why == "whitespace":
+            assert info["vms"] == [], info
+        else:
+            assert info["error"]["type"] == "InvalidSpec", info
+
+
+def test_vsphere_names_longer_than_vsphere_allows_are_refused(lab, vsphere, tmp_path):
+    tasks = [_task("too long", provider=vsphere, name="v" * 81, vcpus=1, memory_mb=64),
+             _task("longest", module="vm_info", provider=vsphere, name="v" * 80)]
+    run = run_playbook(tmp_path, [play(tasks, module_defaults={
+        "state_store": "sqlite:///%s" % (tmp_path / "s.db")})])
+    assert run.task("too long")["error"]["type"] == "InvalidSpec"
+    assert "at most 80" in run.task("too long")["msg"]
+    assert run.task("longest")["vms"] == []  # a legal name that does not exist
+
+
+# --- the state store within the deadline -------------------------------------------------
+
+LOCKER = """
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.fixture
+def locked_sqlite(tmp_path):
+    """A SQLite store in use (created by the collection) whose write lock another process holds."""
+    from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
+
+    path = str(tmp_path / "locked.db")
+    open_store("sqlite://" + path, environ={}).close()
+    proc = subprocess.Popen([sys.executable, "-c", LOCKER, path], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    yield "sqlite://" + path
+    proc.kill()
+    proc.wait()
+
+
+def _timed(run, title):
+    result = run.task(title)
+    assert result.duration is not None, result
+    return result, result.duration
+
+
+def test_a_locked_sqlite_store_keeps_the_task_within_its_deadline(lab, locked_sqlite, tmp_path):
+    tasks = [_task("describe", module="vm_info", provider=_provider(lab), name="none",
+                   state_store=locked_sqlite, resilience={"deadline": "3s"})]
+    run = run_playbook(tmp_path, [play(tasks)])
+    result, took = _timed(run, "describe")
+    assert took < 3.0 + MARGIN, took  # was 16.3 s: the store waited 15 s on its own
+    assert not result.failed, result  # the provider answered; only recording its answer failed
+    assert any("not recorded in its circuit breaker" in str(w) for w in result["warnings"])
+
+
+@pytest.mark.parametrize("deadline", ["3s", "10s"])
+def test_a_frozen_redis_keeps_the_task_within_its_deadline(lab, start_redis, tmp_path, deadline):
+    server = start_redis()
+    url = "redis://:%s@127.0.0.1:%d/0" % (server.password, server.port)
+    server.freeze()
+    tasks = [_task("describe", module="vm_info", provider=_provider(lab), name="none",
+                   state_store=url, resilience={"deadline": deadline})]
+    try:
+        run = run_playbook(tmp_path, [play(tasks)])
+    finally:
+        server.thaw()
+    result, took = _timed(run, "describe")
+    limit = min(float(deadline[:-1]), 5.0)  # the deadline, or store_timeout (5 s) when shorter
+    assert took < limit + MARGIN, took  # was 11.2 s and 16.8 s
+    assert result["error"]["type"] == "Unavailable", result
+    assert result["error"]["details"]["state_store"] == "redis://***@127.0.0.1:%d/0" % server.port
+    assert result["error"]["details"]["attempts"] == 1  # a store outage is not retried
+    assert "Traceback" not in run.output
+
+
+def test_a_refusing_redis_fails_at_once_and_spares_the_breaker(lab, start_redis, tmp_path):
+    server = start_redis()
+    port = server.port
+    server.stop()
+    sqlite = "sqlite:///%s" % (tmp_path / "s.db")
+    tasks = [_task("describe", module="vm_info", provider=_provider(lab), name="none",
+                   state_store="redis://127.0.0.1:%d/0" % port),
+             _task("breakers", module="circuit_breaker", state_store=sqlite)]
+    run = run_playbook(tmp_path, [play(tasks)])
+    result, took = _timed(run, "describe")
+    assert took < MARGIN, took  # was 9.3 s: the outage went through the provider's retries
+    assert result["error"]["type"] == "Unavailable" and not result["error"]["retryable"]
+    assert result["error"]["details"]["attempts"] == 1
+    assert run.task("breakers")["breakers"] == []
+
+
+def test_a_damaged_sqlite_store_is_a_clear_error(lab, tmp_path):
+    path = str(tmp_path / "state.db")
+    store = "sqlite://" + path
+    fill = [_task("fill", module="circuit_breaker", name="libvirt:filler-{{ item }}",
+                  state="open", state_store=store)]
+    fill[0]["loop"] = list(range(60))
+    assert run_playbook(tmp_path, [play(fill)], name="fill").rc == 0
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    root = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'records'").fetchone()[0]
+    page_size, pages = (db.execute("PRAGMA page_size").fetchone()[0],
+                        db.execute("PRAGMA page_count").fetchone()[0])
+    db.close()
+    with open(path, "r+b") as f:  # garbage over the records' pages, the schema intact
+        for page in range(root, pages + 1):
+            f.seek((page - 1) * page_size)
+            f.write(b"\xa5" * page_size)
+    tasks = [_task("describe", module="vm_info", provider=_provider(lab), name="none",
+                   state_store=store),
+             _task("breakers", module="circuit_breaker", state_store=store)]
+    run = run_playbook(tmp_path, [play(tasks)])
+    assert "Traceback" not in run.output and "MODULE FAILURE" not in run.output, run
+    for title in ("describe", "breakers"):
+        result = run.task(title)
+        assert result["error"]["type"] == "Unavailable", result
+        assert "state store %s is damaged" % store in result["msg"], result
+        assert "mv %s %s.damaged" % (path, path) in result["msg"]
+        assert result["msg"].count("is damaged") == 1  # the message once
+
+
+# --- concurrent tasks on one VM ------------------------------------------------------------
+
+def test_twenty_forks_on_one_vm_all_succeed(lab, tmp_path):
+    name = "it-forks-%s" % uuid.uuid4().hex[:6]
+    hosts = ["f%02d" % i for i in range(20)]
+    defaults = {"provider": _provider(lab, "hv2"), "state_store": "sqlite:///%s" % (tmp_path / "s.db")}
+    running = {"name": name, "vcpus": 1, "memory_mb": 64, "state": "running"}
+    plays = [play([{"name": "running", "resilient.virt.vm": running}],
+                  hosts="all", module_defaults=defaults),
+             play([{"name": "absent", "resilient.virt.vm": {"name": name, "state": "absent"}}],
+                  hosts="all", module_defaults=defaults)]
+    try:
+        run = run_playbook(tmp_path, plays, inventory=local_inventory(hosts), forks=20)
+    finally:
+        import libvirt
+
+        conn = libvirt.open(lab.hypervisor("hv2").uri)
+        for dom in conn.listAllDomains(0):
+            if dom.name() == name:
+                if dom.isActive():
+                    dom.destroy()
+                dom.undefine()
+        conn.close()
+    assert run.rc == 0, run
+    for title in ("running", "absent"):
+        results = [run.task(title, host) for host in hosts]
+        assert not [r for r in results if r.failed], [r for r in results if r.failed][:2]
+        assert any(r["changed"] for r in results), title
+    for result in (run.task("running", host) for host in hosts):
+        assert result["vm"]["state"] == "running"
+        assert result["vm"]["uuid"] == run.task("running", hosts[0])["vm"]["uuid"]  # one VM
+    assert sum(1 for h in hosts if "create" in run.task("running", h)["actions"]) == 1
+    assert sum(1 for h in hosts if "delete" in run.task("absent", h)["actions"]) == 1
+    assert name not in _domains(lab, "hv2")
+
+
+# --- values out of range and malformed input -----------------------------------------------
+
+def test_out_of_range_and_malformed_input_is_invalid_spec_and_stores_nothing(lab, tmp_path):
+    path = tmp_path / "s.db"
+    provider = _provider(lab)
+    given = {"hypervisors": [{"name": "h1", "az": "a", "cpu": 8, "memory_mb": 8192},
+                             {"name": "h2", "az": "a", "cpu": 8, "memory_mb": 8192}],
+             "vms": [{"uuid": "u1", "host": "h1", "az": "a", "flavor": "small", "vcpus": 1,
+                      "memory_mb": 512}]}
+    cases = {
+        "reset_timeout 1e300": ("vm_info", {"provider": provider, "name": "x",
+                                            "resilience": {"reset_timeout": 1e300}},
+                                "resilience.reset_timeout"),
+        "timeout 99999999h": ("vm_info", {"provider": provider, "name": "x",
+                                          "resilience": {"timeout_describe": "99999999h"}},
+                              "resilience.timeout_describe"),
+        "catalog entry not a dict": ("vm_info", {"provider": "a", "providers": {"a": "notadict"}},
+                                     "providers.a"),
+        "filter state": ("vm_info", {"provider": provider, "filters": {"state": "weird"}}, None),
+        "negative max_vms": ("failover_reservation", dict(given, requirements={"*": 1},
+                                                          max_vms_to_process=-3),
+                             "max_vms_to_process"),
+        "trait maybe": ("failover_reservation", dict(
+            given, requirements={"*": 1},
+            vms=[dict(given["vms"][0], extra_specs={"trait:SSD": "maybe"})]),
+            "vms[0].extra_specs['trait:SSD']"),
+        "vm on unknown host": ("failover_reservation", dict(
+            given, requirements={"*": 1}, vms=[dict(given["vms"][0], host="h9")]),
+            "vms[0].host"),
+        "unknown failed host": ("failover_reservation", dict(
+            given, state="evacuated", failed_hosts=["h9"]), "failed_hosts[0]"),
+    }
+    tasks = [_task(title, module=module, **args) for title, (module, args, _path) in cases.items()]
+    run = run_playbook(tmp_path, [play(tasks, module_defaults={"state_store": "sqlite:///%s" % path})])
+    assert "Traceback" not in run.output
+    for title, (_module, _args, field) in cases.items():
+        result = run.task(title)
+        assert result.failed and result["error"]["type"] == "InvalidSpec", result
+        if field is not None:
+            assert field in _errors(result) or field in result["msg"], result
+    assert "filters" in run.task("filter state")["msg"]
+    if path.exists():  # nothing stored: no breaker, no reservation
+        db = sqlite3.connect(str(path))
+        assert db.execute("SELECT count(*) FROM records").fetchone()[0] == 0
+        db.close()
+
+
+def test_https_against_a_plain_http_endpoint_is_a_tls_error_with_the_fix(lab, vsphere, tmp_path):
+    tasks = [_task("https", module="provider", provider=dict(vsphere, protocol="https"))]
+    began = time.monotonic()
+    run = run_playbook(tmp_path, [play(tasks, module_defaults={
+        "state_store": "sqlite:///%s" % (tmp_path / "s.db")})])
+    result = run.task("https")
+    assert result["error"]["type"] == "InvalidSpec", result
+    assert "TLS handshake failed" in result["msg"] and "check the port" in result["msg"]
+    assert result["error"]["details"]["attempts"] == 1  # not retried
+    assert time.monotonic() - began < 30
+    assert vsphere["password"] not in run.output

@@ -1,0 +1,169 @@
+"""Secrets never appear in ``ansible-playbook -vvv`` output, in results or in the state store.
+
+Every module runs through real ansible-playbook with secrets in every place a user puts them:
+a vSphere password in a ``provider`` dict and in a ``providers`` catalog given through
+``module_defaults`` (so every task receives every password), a password inside a libvirt URI,
+a Redis ``state_store`` URL with a password (as an option and as an environment variable), a
+secret-named key that is not an option of the backend, and credentials written into a vSphere
+host. Each scenario fails in a different place: Ansible's own argument validation, the
+collection's checks before a provider opens, the provider or the store being unreachable; and
+one succeeds against the lab's real hypervisor, simulator and a real password-protected Redis.
+
+The secrets reach the plays as extra variables, as vault or AWX credentials would: the plays
+name them by template, so what Ansible prints of the playbook file itself holds no secret.
+Each play runs twice with ``-vvv``: with the default callback (what a user sees) and with the
+JSON callback (to read each task's result); the secrets are searched in both outputs.
+"""
+import os
+import uuid
+
+import pytest
+
+from playbook_runner import play, run_playbook
+
+MODULES = ("vm", "vm_info", "provider", "circuit_breaker", "failover_reservation")
+
+
+def _secret(kind):
+    return "%s-S3cret-%s" % (kind, uuid.uuid4().hex[:10])
+
+
+@pytest.fixture(scope="module")
+def secrets():
+    return {name: _secret(name) for name in ("vc", "libvirt", "redis", "token", "host")}
+
+
+def _run_both(tmp_path, plays, secrets, env=None, name="play"):
+    """Run ``plays`` with -vvv under both callbacks; return (human output, JSON run).
+
+    The variable ``run`` is ``human`` or ``parsed``, so that each run can have its own store.
+    """
+    human = run_playbook(tmp_path, plays, extra_vars=dict(secrets, run="human"), args=("-vvv",),
+                         name=name + "-human",
+                         env=dict(env or {}, ANSIBLE_STDOUT_CALLBACK="default"))
+    parsed = run_playbook(tmp_path, plays, extra_vars=dict(secrets, run="parsed"),
+                          args=("-vvv",), name=name, env=env)
+    return human, parsed
+
+
+def _assert_hidden(secrets, *texts):
+    for text in texts:
+        for name, value in secrets.items():
+            assert value not in text, "the %s secret %r is shown:\n%s" % (
+                name, value, text[max(0, text.find(value) - 1500):text.find(value) + 300])
+
+
+def _catalog(lab):
+    hv = lab.hypervisor("hv1")
+    return {
+        "vc": {"type": "vsphere", "host": "127.0.0.1", "port": 1, "username": "u",
+               "password": "{{ vc }}"},
+        "kvm": {"type": "libvirt", "uri": "qemu+tcp://bob:{{ libvirt }}@127.0.0.1:1/system"},
+        "hv1": {"type": "libvirt", "name": "hv1",
+                "uri": hv.uri.replace("qemu+unix:///", "qemu+unix://bob:{{ libvirt }}@/")},
+    }
+
+
+def _task(module, title, **args):
+    return {"name": title, "resilient.virt." + module: args, "ignore_errors": True}
+
+
+def test_argument_errors_of_every_module_show_no_secret(lab, tmp_path, secrets):
+    """Ansible rejects the arguments before the module runs any of its own code."""
+    tasks = [
+        _task("vm", "vm", provider="vc", name="x", state="started"),
+        _task("vm_info", "vm_info", provider="kvm", bogus_option=1),
+        _task("provider", "provider", provider="vc", list_hypervisors="maybe"),
+        _task("circuit_breaker", "circuit_breaker", state="bogus"),
+        _task("failover_reservation", "failover_reservation", requirements={"*": 1},
+              max_vms_to_process="many"),
+    ]
+    defaults = {"providers": _catalog(lab), "state_store": "redis://:{{ redis }}@127.0.0.1:1/0"}
+    human, run = _run_both(tmp_path, [play(tasks, module_defaults=defaults)], secrets)
+    _assert_hidden(secrets, human.output, run.output)
+    for module in MODULES:
+        result = run.task(module)
+        assert result.failed, result
+        assert result["error"]["type"] == "InvalidSpec", result
+        assert result["msg"].startswith("InvalidSpec: "), result
+    # the masked values are still there for the user, as Ansible shows no_log values
+    assert run.task("vm")["invocation"]["module_args"]["providers"]["vc"]["password"] == \
+        "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
+
+
+def test_errors_after_the_arguments_show_no_secret(lab, tmp_path, secrets):
+    """The collection's own checks, unreachable providers and an unreachable store."""
+    fast = {"retry_preset": "none", "timeout_validate": "2s", "timeout_describe": "2s"}
+    tasks = [
+        _task("vm", "vm", provider="vc", name="x", vcpus=1, memory_mb=64, state="running"),
+        _task("vm_info", "vm_info", provider="kvm"),
+        _task("provider", "provider", provider="vc"),
+        _task("circuit_breaker", "circuit_breaker", provider="vc", state="open"),
+        _task("failover_reservation", "failover_reservation", provider="kvm",
+              requirements={"*": 1}),
+        _task("vm_info", "unknown secret option", provider={
+            "type": "libvirt", "uri": "test:///default", "api_token": "{{ token }}"}),
+        _task("vm_info", "credentials in the host", provider={
+            "type": "vsphere", "host": "admin:{{ host }}@127.0.0.1", "username": "u",
+            "password": "{{ vc }}"}),
+        _task("vm_info", "store unreachable", provider="hv1",
+              state_store="redis://:{{ redis }}@127.0.0.1:1/0"),
+    ]
+    # as AWX injects a credential: into the environment of ansible-playbook itself (a task's
+    # own `environment:` keyword is printed by Ansible at -vvv, whatever the module does)
+    from_environment = _task("vm_info", "store from the environment unreachable", provider="hv1")
+    environ = {"RESILIENT_VIRT_STATE_STORE": "redis://:%s@127.0.0.1:1/0" % secrets["redis"]}
+    defaults = {"providers": _catalog(lab), "resilience": fast}
+    store = "sqlite:///%s/{{ run }}-state.db" % tmp_path
+    plays = [play(tasks, module_defaults=dict(defaults, state_store=store)),
+             play([from_environment], module_defaults=defaults)]
+    human, run = _run_both(tmp_path, plays, secrets, env=environ)
+    _assert_hidden(secrets, human.output, run.output)
+    expected = {"vm": "Unavailable", "vm_info": "Unavailable", "provider": "Unavailable",
+                "failover_reservation": "Unavailable", "unknown secret option": "InvalidSpec",
+                "credentials in the host": "InvalidSpec", "store unreachable": "Unavailable",
+                "store from the environment unreachable": "Unavailable"}
+    for title, kind in expected.items():
+        result = run.task(title)
+        assert result.failed and result["error"]["type"] == kind, result
+    assert "provider.api_token is not an option" in run.task("unknown secret option")["msg"]
+    assert "provider.host" in run.task("credentials in the host")["msg"]
+    assert "state store redis://***@127.0.0.1:1/0" in run.task("store unreachable")["msg"]
+    assert run.task("circuit_breaker")["changed"] is True
+    # the store file holds the breaker of vc and of the failed calls: no secret in it
+    for run_name in ("human", "parsed"):
+        path = str(tmp_path / (run_name + "-state.db"))
+        stored = b"".join(open(path + suffix, "rb").read() for suffix in ("", "-wal")
+                          if os.path.exists(path + suffix))
+        assert b"breaker" in stored
+        _assert_hidden(secrets, stored.decode("utf-8", "replace"))
+
+
+def test_a_successful_play_shows_no_secret(lab, vsphere, start_redis, tmp_path, secrets):
+    """Real hypervisor (password in its URI), real simulator, real password-protected Redis."""
+    server = start_redis(password=secrets["redis"])
+    name = "sec-%s" % uuid.uuid4().hex[:6]
+    catalog = _catalog(lab)
+    catalog["vcsim"] = dict(vsphere, password="{{ vcsim }}")
+    all_secrets = dict(secrets, vcsim=vsphere["password"])
+    tasks = [
+        _task("provider", "provider hv1", provider="hv1"),
+        _task("provider", "provider vcsim", provider="vcsim"),
+        _task("vm", "vm", provider="hv1", name=name, vcpus=1, memory_mb=64),
+        _task("vm_info", "vm_info", provider="vcsim"),
+        _task("circuit_breaker", "circuit_breaker"),
+        _task("failover_reservation", "failover_reservation", provider="hv1",
+              requirements={"*": 1}, creator=name),
+        _task("failover_reservation", "failover_reservation absent", state="absent",
+              creator=name),
+        _task("vm", "vm absent", provider="hv1", name=name, state="absent"),
+    ]
+    defaults = {"providers": dict((k, v) for k, v in catalog.items() if k != "kvm"),
+                "state_store": "redis://:{{ redis }}@127.0.0.1:%d/0" % server.port}
+    human, run = _run_both(tmp_path, [play(tasks, module_defaults=defaults)], all_secrets)
+    for task in run.tasks:
+        assert not task.failed, task
+    assert "provider.protocol is http" in human.output  # the simulator's warning is shown...
+    _assert_hidden(all_secrets, human.output, run.output)  # ...without its password
+    _assert_hidden(all_secrets, server.keys_and_values())
+    assert "breaker" in server.keys_and_values()  # the store was really used
