@@ -29,22 +29,23 @@ import time
 
 from checkout import COLLECTIONS, use_checkout
 REDIS_SERVER = "/usr/bin/redis-server"
-CORE = ("errors", "config", "state_store", "circuit_breaker", "rate_limit", "retry", "deadline",
-        "policy", "conditions")
+CORE = ("errors", "_resilience.settings", "_state.store", "_resilience.breaker",
+        "_resilience.rate_limit", "_resilience.retry", "_resilience.deadline", "_resilience.policy",
+        "_conditions")
 TARGET_CALL_MS = 0.5
 TARGET_IMPORT_MS = 15.0
 
 
 use_checkout()
 
-from ansible_collections.resilient.virt.plugins.module_utils.circuit_breaker import (  # noqa: E402
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (  # noqa: E402
     CircuitBreaker)
-from ansible_collections.resilient.virt.plugins.module_utils.config import (  # noqa: E402
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import (  # noqa: E402
     resolve_settings)
-from ansible_collections.resilient.virt.plugins.module_utils.policy import Policy  # noqa: E402
-from ansible_collections.resilient.virt.plugins.module_utils.rate_limit import (  # noqa: E402
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.policy import Policy  # noqa: E402
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.rate_limit import (  # noqa: E402
     RateLimiter)
-from ansible_collections.resilient.virt.plugins.module_utils.state_store import (  # noqa: E402
+from ansible_collections.resilient.virt.plugins.module_utils._state.store import (  # noqa: E402
     open_store)
 
 

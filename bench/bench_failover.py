@@ -18,11 +18,11 @@ from checkout import use_checkout
 
 use_checkout()
 
-from ansible_collections.resilient.virt.plugins.module_utils.failover.model import (  # noqa: E402
+from ansible_collections.resilient.virt.plugins.module_utils._failover.model import (  # noqa: E402
     VM, Hypervisor)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.reconcile import (  # noqa: E402
+from ansible_collections.resilient.virt.plugins.module_utils._failover.reconcile import (  # noqa: E402
     run_cycle)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.settings import (  # noqa: E402
+from ansible_collections.resilient.virt.plugins.module_utils._failover.settings import (  # noqa: E402
     FailoverSettings)
 
 ZONES = ("az-a", "az-b", "az-c")

@@ -66,12 +66,12 @@ class BenchError(Exception):
 
 use_checkout()
 
-from ansible_collections.resilient.virt.plugins.module_utils.circuit_breaker import (  # noqa: E402
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (  # noqa: E402
     get_breaker_snapshot)
 from ansible_collections.resilient.virt.plugins.module_utils.errors import NotFound  # noqa: E402
-from ansible_collections.resilient.virt.plugins.module_utils.providers.libvirt_backend import (  # noqa: E402
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backend import (  # noqa: E402
     LibvirtProvider)
-from ansible_collections.resilient.virt.plugins.module_utils.state_store import (  # noqa: E402
+from ansible_collections.resilient.virt.plugins.module_utils._state.store import (  # noqa: E402
     open_store)
 
 

@@ -123,10 +123,10 @@ def raw_collector_describe(content, view, name, paths):
 
 
 def _guarded(settings, run_dir):
-    from ansible_collections.resilient.virt.plugins.module_utils.config import resolve_settings
-    from ansible_collections.resilient.virt.plugins.module_utils.providers.registry import (
+    from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import resolve_settings
+    from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import (
         open_provider)
-    from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
+    from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
     resolved = resolve_settings(None, environ={})
     store = open_store("sqlite:///" + os.path.join(run_dir, "state.db"), environ={})

@@ -10,7 +10,7 @@ import errno
 import socket
 import time
 
-from ansible_collections.resilient.virt.plugins.module_utils.masking import redact
+from ansible_collections.resilient.virt.plugins.module_utils._masking import redact
 
 __all__ = (
     "VirtError", "NotFound", "InvalidSpec", "Unauthorized", "NotSupported", "QuotaExceeded",

@@ -122,7 +122,7 @@ ansible_facts:
       type: dict
 """
 
-from ansible_collections.resilient.virt.plugins.module_utils.module_base import ResilientModule
+from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
 from ansible_collections.resilient.virt.plugins.module_utils.errors import NotFound
 
 
@@ -139,12 +139,12 @@ class CircuitBreakerModule(ResilientModule):
     def _name(self):
         if self.params["provider"] is None:
             return self.params["name"]
-        from ansible_collections.resilient.virt.plugins.module_utils.providers.registry import provider_key
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import provider_key
 
         return provider_key(self.provider_config())
 
     def run(self):
-        from ansible_collections.resilient.virt.plugins.module_utils.policy import Policy
+        from ansible_collections.resilient.virt.plugins.module_utils._resilience.policy import Policy
 
         name, state = self._name(), self.params["state"]
         result = dict(changed=False)

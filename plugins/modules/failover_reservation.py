@@ -205,9 +205,9 @@ evacuation:
   type: dict
 """
 
-from ansible_collections.resilient.virt.plugins.module_utils.module_base import ResilientModule
+from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, field_error
-from ansible_collections.resilient.virt.plugins.module_utils.failover import native_capacity
+from ansible_collections.resilient.virt.plugins.module_utils._failover import native_capacity
 
 
 def _view(reservations):
@@ -234,7 +234,7 @@ class FailoverReservationModule(ResilientModule):
     )
 
     def run(self):
-        from ansible_collections.resilient.virt.plugins.module_utils.failover.storage import ReservationBook
+        from ansible_collections.resilient.virt.plugins.module_utils._failover.storage import ReservationBook
 
         self.book = ReservationBook(self.store, self.params["creator"])
         self.opened = {}
@@ -245,7 +245,7 @@ class FailoverReservationModule(ResilientModule):
         return self._present()
 
     def _fleet(self):
-        from ansible_collections.resilient.virt.plugins.module_utils.failover.fleet import Fleet
+        from ansible_collections.resilient.virt.plugins.module_utils._failover.fleet import Fleet
 
         if self.params["hypervisors"] is not None:
             if self.params["all_providers"] or self.params.get("provider") is not None:
@@ -255,8 +255,8 @@ class FailoverReservationModule(ResilientModule):
         return Fleet.listed(sorted(self.opened.items(), key=lambda pair: str(pair[0])))
 
     def _present(self):
-        from ansible_collections.resilient.virt.plugins.module_utils.failover.reconcile import run_cycle
-        from ansible_collections.resilient.virt.plugins.module_utils.failover.settings import FailoverSettings
+        from ansible_collections.resilient.virt.plugins.module_utils._failover.reconcile import run_cycle
+        from ansible_collections.resilient.virt.plugins.module_utils._failover.settings import FailoverSettings
 
         params = self.params
         settings = FailoverSettings.from_dict(
@@ -329,8 +329,8 @@ class FailoverReservationModule(ResilientModule):
         return result
 
     def _evacuated(self):
-        from ansible_collections.resilient.virt.plugins.module_utils.failover.evacuation import plan_evacuation
-        from ansible_collections.resilient.virt.plugins.module_utils.failover.fleet import Fleet
+        from ansible_collections.resilient.virt.plugins.module_utils._failover.evacuation import plan_evacuation
+        from ansible_collections.resilient.virt.plugins.module_utils._failover.fleet import Fleet
 
         stored = self.book.load()
         if self.params["hypervisors"] is not None:
@@ -359,7 +359,7 @@ class FailoverReservationModule(ResilientModule):
         return result
 
     def _move(self, move, stored):
-        from ansible_collections.resilient.virt.plugins.module_utils.failover.execution import execute_move
+        from ansible_collections.resilient.virt.plugins.module_utils._failover.execution import execute_move
 
         definition = stored.definitions[move["vm"]]
         if move["to_host"] not in stored.owners:

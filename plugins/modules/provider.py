@@ -96,9 +96,9 @@ breaker:
   type: dict
 """
 
-from ansible_collections.resilient.virt.plugins.module_utils.module_base import ResilientModule
+from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
 from ansible_collections.resilient.virt.plugins.module_utils.errors import VirtError
-from ansible_collections.resilient.virt.plugins.module_utils import conditions
+from ansible_collections.resilient.virt.plugins.module_utils import _conditions as conditions
 
 
 class ProviderModule(ResilientModule):

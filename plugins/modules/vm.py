@@ -197,9 +197,9 @@ error:
   type: dict
 """
 
-from ansible_collections.resilient.virt.plugins.module_utils.module_base import ResilientModule
+from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, VirtError
-from ansible_collections.resilient.virt.plugins.module_utils import conditions
+from ansible_collections.resilient.virt.plugins.module_utils import _conditions as conditions
 
 
 class VmModule(ResilientModule):
@@ -218,8 +218,8 @@ class VmModule(ResilientModule):
     )
 
     def run(self):
-        from ansible_collections.resilient.virt.plugins.module_utils.config import parse_duration
-        from ansible_collections.resilient.virt.plugins.module_utils.vm_reconcile import reconcile
+        from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import parse_duration
+        from ansible_collections.resilient.virt.plugins.module_utils._vm.reconcile import reconcile
 
         params = self.params
         shutdown_timeout = parse_duration(params["shutdown_timeout"], "shutdown_timeout")

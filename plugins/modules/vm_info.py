@@ -120,7 +120,7 @@ provider_errors:
   elements: dict
 """
 
-from ansible_collections.resilient.virt.plugins.module_utils.module_base import ResilientModule
+from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
 from ansible_collections.resilient.virt.plugins.module_utils.errors import NotFound, VirtError
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import VM_STATES, match_filters
 

@@ -116,7 +116,7 @@ time.sleep(600)
 @pytest.fixture
 def locked_sqlite(tmp_path):
     """A SQLite store in use (created by the collection) whose write lock another process holds."""
-    from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
+    from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
     path = str(tmp_path / "locked.db")
     open_store("sqlite://" + path, environ={}).close()

@@ -1,6 +1,6 @@
 """resilient.virt.circuit_breaker through real ansible-playbook runs on a SQLite state store."""
-from ansible_collections.resilient.virt.plugins.module_utils.circuit_breaker import list_breakers
-from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import list_breakers
+from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
 from playbook_runner import play, run_playbook
 

@@ -7,7 +7,7 @@ hypervisor that holds their reservation.
 import libvirt
 import yaml
 
-from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
+from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
 from playbook_runner import play, run_playbook
 

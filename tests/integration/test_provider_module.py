@@ -2,9 +2,9 @@
 
 Every play has its own SQLite state store in tmp_path, so breaker counts start from zero.
 """
-from ansible_collections.resilient.virt.plugins.module_utils.circuit_breaker import (
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (
     get_breaker_snapshot)
-from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
+from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
 from playbook_runner import play, run_playbook
 

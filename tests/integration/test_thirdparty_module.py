@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from ansible_collections.resilient.virt.plugins.module_utils.providers.registry import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import (
     installed_entry_points)
 
 from playbook_runner import play, run_playbook

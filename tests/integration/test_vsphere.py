@@ -16,7 +16,7 @@ import pytest
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, InvalidSpec, NotFound, NotSupported, Timeout, Unauthorized, Unavailable, VirtError,
     classify)
-from ansible_collections.resilient.virt.plugins.module_utils.providers.vsphere_backend import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.backend import (
     VSphereProvider)
 
 GOVMOMI = "/usr/share/gocode/src/github.com/vmware/govmomi/simulator"
@@ -271,10 +271,10 @@ def test_lost_session_is_unavailable_then_logs_in_again(provider):
 
 def test_through_registry_and_policy(own_sim, tmp_path):
     """The built-in registry finds the backend; failures count on the circuit breaker."""
-    from ansible_collections.resilient.virt.plugins.module_utils.config import resolve_settings
-    from ansible_collections.resilient.virt.plugins.module_utils.providers.registry import (
+    from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import resolve_settings
+    from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import (
         open_provider)
-    from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
+    from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
     run_dir, settings = own_sim
     resolved = resolve_settings({"retry_preset": "none", "failure_threshold": 2}, environ={})

@@ -6,9 +6,9 @@ import os
 import yaml
 
 from ansible_collections.resilient.virt.plugins.doc_fragments.resilience import ModuleDocFragment
-from ansible_collections.resilient.virt.plugins.module_utils import config
-from ansible_collections.resilient.virt.plugins.module_utils.config import OPTION_KEYS, SETTINGS
-from ansible_collections.resilient.virt.plugins.module_utils.module_base import RESILIENCE_OPTIONS
+from ansible_collections.resilient.virt.plugins.module_utils._resilience import settings as config
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import OPTION_KEYS, SETTINGS
+from ansible_collections.resilient.virt.plugins.module_utils._module_base import RESILIENCE_OPTIONS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -22,7 +22,7 @@ from ansible.module_utils.common import warnings as ansible_warnings
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.resilient.virt.plugins.module_utils import errors
-from ansible_collections.resilient.virt.plugins.module_utils.module_base import COMMON_OPTIONS
+from ansible_collections.resilient.virt.plugins.module_utils._module_base import COMMON_OPTIONS
 from ansible_collections.resilient.virt.plugins.modules import (
     circuit_breaker, failover_reservation, provider, vm, vm_info)
 

@@ -25,7 +25,7 @@ import unicodedata
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, NotSupported, field_error, redact)
-from ansible_collections.resilient.virt.plugins.module_utils.masking import (
+from ansible_collections.resilient.virt.plugins.module_utils._masking import (
     is_secret_key, scrub, secret_values)
 
 __all__ = ("CAPABILITIES", "POWER_ACTIONS", "VM_STATES", "VM_FIELDS", "Option", "Provider",
@@ -61,7 +61,7 @@ class Option:
     def convert(self, value, path):
         """Return ``value`` converted to this option's kind; ValueError says what is wrong."""
         if self.kind == "duration":
-            from ansible_collections.resilient.virt.plugins.module_utils.config import (
+            from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import (
                 parse_duration)
             return parse_duration(value, path)
         value = _CONVERTERS[self.kind](value)

@@ -10,22 +10,22 @@ import os
 
 import pytest
 
-from ansible_collections.resilient.virt.plugins.module_utils.failover.cleanup import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.cleanup import (
     stale_allocations)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.eligibility import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.eligibility import (
     check_vms_still_eligible, does_vm_fit, find_eligible_reservations,
     is_vm_eligible_for_reservation)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.evacuation import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.evacuation import (
     plan_evacuation)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.graph import DependencyGraph
-from ansible_collections.resilient.virt.plugins.module_utils.failover.model import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.graph import DependencyGraph
+from ansible_collections.resilient.virt.plugins.module_utils._failover.model import (
     VM, Hypervisor, Reservation)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.naming import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.naming import (
     sanitize_az_for_name)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.reconcile import run_cycle
-from ansible_collections.resilient.virt.plugins.module_utils.failover.requirements import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.reconcile import run_cycle
+from ansible_collections.resilient.virt.plugins.module_utils._failover.requirements import (
     required_count, validate_requirements)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.settings import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.settings import (
     FailoverSettings)
 
 MIB = 1024 * 1024

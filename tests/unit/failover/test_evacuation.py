@@ -1,7 +1,7 @@
 """Evacuation plans: a distinct own reservation on a surviving host for each failed-over VM."""
-from ansible_collections.resilient.virt.plugins.module_utils.failover.evacuation import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.evacuation import (
     plan_evacuation)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.model import VM, Reservation
+from ansible_collections.resilient.virt.plugins.module_utils._failover.model import VM, Reservation
 
 SLOT = {"cpu": 4, "memory_mb": 8192}
 

@@ -2,13 +2,13 @@
 import pytest
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
-from ansible_collections.resilient.virt.plugins.module_utils.failover.model import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.model import (
     VM, Hypervisor, Reservation)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.naming import NameAllocator
-from ansible_collections.resilient.virt.plugins.module_utils.failover.requirements import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.naming import NameAllocator
+from ansible_collections.resilient.virt.plugins.module_utils._failover.requirements import (
     required_count, validate_requirements)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.resources import resource_error
-from ansible_collections.resilient.virt.plugins.module_utils.failover.settings import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.resources import resource_error
+from ansible_collections.resilient.virt.plugins.module_utils._failover.settings import (
     FailoverSettings)
 
 

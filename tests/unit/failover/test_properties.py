@@ -6,17 +6,17 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.resilient.virt.plugins.module_utils.failover.evacuation import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.evacuation import (
     plan_evacuation)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.graph import DependencyGraph
-from ansible_collections.resilient.virt.plugins.module_utils.failover.model import VM, Hypervisor
-from ansible_collections.resilient.virt.plugins.module_utils.failover.reconcile import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.graph import DependencyGraph
+from ansible_collections.resilient.virt.plugins.module_utils._failover.model import VM, Hypervisor
+from ansible_collections.resilient.virt.plugins.module_utils._failover.reconcile import (
     EMPTY, REPLACED, run_cycle)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.requirements import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.requirements import (
     required_count)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.settings import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.settings import (
     FailoverSettings)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.traits import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.traits import (
     host_satisfies, trait_needs)
 
 REQUIREMENTS = {"one.*": 1, "two.*": 2, "none": 0}

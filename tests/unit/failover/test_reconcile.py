@@ -1,17 +1,17 @@
 """Targeted behaviour of one failover reconcile cycle."""
 import pytest
 
-from ansible_collections.resilient.virt.plugins.module_utils.failover.model import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.model import (
     VM, Hypervisor, Reservation)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.eligibility import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.eligibility import (
     check_vms_still_eligible)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.reconcile import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.reconcile import (
     REPLACED, run_cycle)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.selection import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.selection import (
     Need, select_window)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.settings import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.settings import (
     FailoverSettings)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.timestamps import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.timestamps import (
     format_time, parse_time)
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
 

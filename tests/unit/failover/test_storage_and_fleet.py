@@ -9,17 +9,17 @@ import time
 
 import pytest
 
-from ansible_collections.resilient.virt.plugins.module_utils.config import resolve_settings
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import resolve_settings
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
-from ansible_collections.resilient.virt.plugins.module_utils.failover.fleet import Fleet, _whole
-from ansible_collections.resilient.virt.plugins.module_utils.failover.model import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.fleet import Fleet, _whole
+from ansible_collections.resilient.virt.plugins.module_utils._failover.model import (
     VM, Hypervisor, Reservation)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.plan import CycleResult
-from ansible_collections.resilient.virt.plugins.module_utils.failover.storage import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.plan import CycleResult
+from ansible_collections.resilient.virt.plugins.module_utils._failover.storage import (
     NAMESPACE, ReservationBook, Stored)
-from ansible_collections.resilient.virt.plugins.module_utils.providers.registry import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import (
     open_provider)
-from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
+from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
 WORKERS = 4
 CYCLES_PER_WORKER = 25

@@ -56,7 +56,7 @@ def store_url(request):
 
 @pytest.fixture
 def store(store_url):
-    from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
+    from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
     opened = open_store(store_url)
     yield opened

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from ansible_collections.resilient.virt.plugins.module_utils.circuit_breaker import (
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (
     CircuitBreaker, get_breaker_snapshot, list_breakers)
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     BreakerOpen, Conflict, Internal, InvalidSpec, NotFound, NotSupported, QuotaExceeded,
@@ -213,7 +213,7 @@ def test_list_and_get_snapshots(store):
                                           ("half_open_max_calls", 1.5),
                                           ("success_threshold", "x")])
 def test_invalid_settings_name_the_field(sqlite_url, field, value):
-    from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
+    from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
     with pytest.raises(InvalidSpec, match=field):
         CircuitBreaker(open_store(sqlite_url), "x", **{field: value})

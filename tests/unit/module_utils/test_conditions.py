@@ -3,7 +3,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from ansible_collections.resilient.virt.plugins.module_utils import conditions as K
+from ansible_collections.resilient.virt.plugins.module_utils import _conditions as K
 from ansible_collections.resilient.virt.plugins.module_utils import errors as E
 
 T0 = 1795255200.0  # 2026-11-21T10:00:00Z

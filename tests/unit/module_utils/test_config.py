@@ -3,7 +3,7 @@ import dataclasses
 
 import pytest
 
-from ansible_collections.resilient.virt.plugins.module_utils import config as C
+from ansible_collections.resilient.virt.plugins.module_utils._resilience import settings as C
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
 
 

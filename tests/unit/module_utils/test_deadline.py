@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ansible_collections.resilient.virt.plugins.module_utils.deadline import Deadline, run_with_timeout
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import Deadline, run_with_timeout
 from ansible_collections.resilient.virt.plugins.module_utils.errors import Timeout
 
 COLLECTIONS = os.path.join(os.path.dirname(__file__), "..", "..", "..", ".build", "collections")
@@ -91,7 +91,7 @@ def test_none_runs_inline_and_no_time_left_does_not_call():
 
 def test_process_exits_despite_abandoned_thread():
     code = ("import threading\n"
-            "from ansible_collections.resilient.virt.plugins.module_utils.deadline import run_with_timeout\n"
+            "from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import run_with_timeout\n"
             "from ansible_collections.resilient.virt.plugins.module_utils.errors import Timeout\n"
             "try:\n"
             "    run_with_timeout(lambda: threading.Event().wait(), 0.2, 'hang')\n"

@@ -1,7 +1,7 @@
 """masking: which values are secrets, found in raw arguments before anything is validated."""
 import pytest
 
-from ansible_collections.resilient.virt.plugins.module_utils.masking import (
+from ansible_collections.resilient.virt.plugins.module_utils._masking import (
     MASK, is_secret_key, redact, scrub, secret_values, url_passwords)
 
 

@@ -10,12 +10,12 @@ import subprocess
 import sys
 import time
 
-from ansible_collections.resilient.virt.plugins.module_utils.circuit_breaker import (
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (
     CircuitBreaker)
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     BreakerOpen, Unavailable)
-from ansible_collections.resilient.virt.plugins.module_utils.rate_limit import RateLimiter
-from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.rate_limit import RateLimiter
+from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
 WORKERS = 8
 HUGE = 10 ** 9

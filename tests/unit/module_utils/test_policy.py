@@ -4,13 +4,13 @@ import time
 
 import pytest
 
-from ansible_collections.resilient.virt.plugins.module_utils.circuit_breaker import (
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (
     CircuitBreaker)
-from ansible_collections.resilient.virt.plugins.module_utils.config import resolve_settings
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import resolve_settings
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     BreakerOpen, Internal, NotFound, RateLimit, StoreUnavailable, Timeout, Unavailable, VirtError)
-from ansible_collections.resilient.virt.plugins.module_utils.policy import Policy
-from ansible_collections.resilient.virt.plugins.module_utils.rate_limit import RateLimiter
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.policy import Policy
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.rate_limit import RateLimiter
 
 FAST = {"base_delay": "1ms", "max_delay": "5ms"}
 
@@ -234,7 +234,7 @@ def test_a_locked_store_costs_the_call_no_more_than_its_bounds(tmp_path, write_l
                                                               bound):
     """Reading the breaker does not need the write lock (WAL): the provider answers, and only
     recording the outcome waits for the lock, within the call's bounds, then gives up."""
-    from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
+    from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
     path = str(tmp_path / "state.db")
     settings = resolve_settings(dict(FAST, **option), environ={})
@@ -254,7 +254,7 @@ def test_a_locked_store_costs_the_call_no_more_than_its_bounds(tmp_path, write_l
 def test_a_store_that_cannot_be_read_fails_the_call_before_the_provider(tmp_path):
     """A damaged store fails the call at once: the provider is never called, nothing is
     retried, and the error names the store."""
-    from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
+    from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
     path = tmp_path / "state.db"
     store = open_store("sqlite://%s" % path, environ={})
@@ -284,7 +284,7 @@ def test_an_outcome_the_store_cannot_record_leaves_the_result_and_a_warning(tmp_
                                                                            write_lock):
     import contextlib
 
-    from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
+    from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
     path = str(tmp_path / "state.db")
     store = open_store("sqlite://" + path, environ={}, timeout=0.3)

@@ -3,9 +3,9 @@ import time
 
 import pytest
 
-from ansible_collections.resilient.virt.plugins.module_utils.deadline import Deadline
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import Deadline
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, RateLimit
-from ansible_collections.resilient.virt.plugins.module_utils.rate_limit import (
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.rate_limit import (
     NAMESPACE, RateLimiter)
 
 
@@ -53,7 +53,7 @@ def test_window_never_admits_more_than_rate_plus_burst(store):
 
 
 def test_default_burst_is_one_second_of_calls(sqlite_url):
-    from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
+    from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
     store = open_store(sqlite_url)
     assert RateLimiter(store, "k", qps=7.5).burst == 7

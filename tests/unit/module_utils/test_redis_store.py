@@ -8,8 +8,8 @@ import redis
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, StoreUnavailable, Unauthorized, Unavailable)
-from ansible_collections.resilient.virt.plugins.module_utils.redis_store import RedisStore
-from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
+from ansible_collections.resilient.virt.plugins.module_utils._state.redis import RedisStore
+from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from ansible_collections.resilient.virt.plugins.module_utils import errors as E
-from ansible_collections.resilient.virt.plugins.module_utils.deadline import Deadline
-from ansible_collections.resilient.virt.plugins.module_utils.retry import (
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import Deadline
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.retry import (
     Attempt, backoff_delay, run_with_retry)
 
 COLLECTIONS = os.path.join(os.path.dirname(__file__), "..", "..", "..", ".build", "collections")
@@ -241,8 +241,9 @@ def test_attempt_budget_outside_deadline():
 
 def test_importing_core_modules_loads_no_heavy_library():
     code = ("import sys\n"
-            "from ansible_collections.resilient.virt.plugins.module_utils import "
-            "errors, deadline, config, retry, conditions\n"
+            "from ansible_collections.resilient.virt.plugins.module_utils import errors, _conditions\n"
+            "from ansible_collections.resilient.virt.plugins.module_utils._resilience import "
+            "deadline, settings, retry\n"
             "heavy = ('tenacity', 'requests', 'urllib3', 'pluggy', 'jsonschema', 'redis', "
             "'libvirt', 'pyVmomi', 'sqlite3', 'difflib', 'email.utils')\n"
             "bad = [m for m in heavy if m in sys.modules]\n"

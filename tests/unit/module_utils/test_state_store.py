@@ -11,12 +11,12 @@ import time
 
 import pytest
 
-from ansible_collections.resilient.virt.plugins.module_utils import sqlite_store
+from ansible_collections.resilient.virt.plugins.module_utils._state import sqlite as sqlite_store
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, StoreUnavailable, Unavailable)
-from ansible_collections.resilient.virt.plugins.module_utils.sqlite_store import (
+from ansible_collections.resilient.virt.plugins.module_utils._state.sqlite import (
     SCHEMA_VERSION, SQLiteStore)
-from ansible_collections.resilient.virt.plugins.module_utils.state_store import (
+from ansible_collections.resilient.virt.plugins.module_utils._state.store import (
     ENV_VAR, open_store)
 
 
@@ -303,7 +303,7 @@ def test_forked_children_get_their_own_connection(tmp_path):
 
 _HAMMER = r"""
 import sys
-from ansible_collections.resilient.virt.plugins.module_utils.sqlite_store import SQLiteStore
+from ansible_collections.resilient.virt.plugins.module_utils._state.sqlite import SQLiteStore
 
 store = SQLiteStore(sys.argv[1])
 keys = ["k%d" % i for i in range(4)]

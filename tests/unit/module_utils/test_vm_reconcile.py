@@ -10,15 +10,15 @@ import time
 
 import pytest
 
-from ansible_collections.resilient.virt.plugins.module_utils.config import resolve_settings
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import resolve_settings
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, Timeout
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
-from ansible_collections.resilient.virt.plugins.module_utils.providers.libvirt_backend import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backend import (
     LibvirtProvider)
-from ansible_collections.resilient.virt.plugins.module_utils.providers.registry import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import (
     open_provider)
-from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
-from ansible_collections.resilient.virt.plugins.module_utils.vm_reconcile import (
+from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
+from ansible_collections.resilient.virt.plugins.module_utils._vm.reconcile import (
     plan, predict, reconcile)
 
 SPEC = {"vcpus": 1, "memory_mb": 64}

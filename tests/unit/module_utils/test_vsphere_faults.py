@@ -6,7 +6,7 @@ import pytest
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, InvalidSpec, NotFound, NotSupported, QuotaExceeded, Timeout, Unauthorized,
     Unavailable)
-from ansible_collections.resilient.virt.plugins.module_utils.providers.vsphere_faults import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.faults import (
     classify_fault)
 
 pyVmomi = pytest.importorskip("pyVmomi")

@@ -1,7 +1,7 @@
 """Provider test fixtures: a SQLite state store in tmp_path, a test:///default libvirt config."""
 import pytest
 
-from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
+from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
 from provider_testing import TEST_POOL, TEST_URI
 

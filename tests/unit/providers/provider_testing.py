@@ -3,7 +3,7 @@ import os
 import socket
 import threading
 
-from ansible_collections.resilient.virt.plugins.module_utils.config import resolve_settings
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import resolve_settings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))

@@ -11,12 +11,12 @@ import pytest
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     BreakerOpen, Internal, InvalidSpec, NotSupported, RateLimit, Timeout, Unavailable)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import Provider
-from ansible_collections.resilient.virt.plugins.module_utils.providers.guarded import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._guarded import (
     OPERATION_CLASS, GuardedProvider)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
-from ansible_collections.resilient.virt.plugins.module_utils.providers.libvirt_backend import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backend import (
     LibvirtProvider)
-from ansible_collections.resilient.virt.plugins.module_utils.providers.registry import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import (
     plugin_manager)
 
 from provider_testing import quick_settings

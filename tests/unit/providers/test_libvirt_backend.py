@@ -11,9 +11,9 @@ import pytest
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, Internal, InvalidSpec, NotFound, NotSupported, Timeout, Unavailable, classify)
-from ansible_collections.resilient.virt.plugins.module_utils.providers.libvirt_backend import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backend import (
     LibvirtProvider)
-from ansible_collections.resilient.virt.plugins.module_utils.providers.registry import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import (
     open_provider)
 
 from provider_testing import COLLECTIONS, TEST_POOL, TEST_URI, SilentDaemon, quick_settings
@@ -223,8 +223,8 @@ def test_credentials_are_given_through_open_auth(libvirt_config):
 
 def test_libvirt_errors_are_not_printed_to_stderr(tmp_path):
     script = ("import sys; sys.path.insert(0, %r)\n"
-              "from ansible_collections.resilient.virt.plugins.module_utils.providers."
-              "libvirt_backend import LibvirtProvider\n"
+              "from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt."
+              "backend import LibvirtProvider\n"
               "p = LibvirtProvider({'type': 'libvirt', 'uri': 'test:///default'})\n"
               "try:\n    p.describe('missing')\nexcept Exception as e:\n"
               "    print(type(e).__name__)\np.close()\n" % COLLECTIONS)
@@ -256,9 +256,9 @@ def test_a_process_with_a_call_stuck_in_a_hung_daemon_still_exits(tmp_path):
     daemon = SilentDaemon(str(tmp_path / "libvirt-sock"))
     script = (
         "import sys; sys.path.insert(0, %r)\n"
-        "from ansible_collections.resilient.virt.plugins.module_utils.providers.registry "
+        "from ansible_collections.resilient.virt.plugins.module_utils.providers._registry "
         "import open_provider\n"
-        "from ansible_collections.resilient.virt.plugins.module_utils.config import "
+        "from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import "
         "resolve_settings\n"
         "p = open_provider({'type': 'libvirt', 'uri': 'qemu+unix:///system?socket=%s'},\n"
         "    resolve_settings({'retry_preset': 'none', 'timeout_describe': 0.5}, environ={}),\n"

@@ -4,7 +4,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
-from ansible_collections.resilient.virt.plugins.module_utils.providers import libvirt_domain as dom
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt import domain as dom
 
 BASE = {"name": "vm1", "vcpus": 1, "memory_mb": 64}
 

@@ -9,11 +9,11 @@ import pytest
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
     Option, Provider)
-from ansible_collections.resilient.virt.plugins.module_utils.providers.guarded import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._guarded import (
     GuardedProvider)
-from ansible_collections.resilient.virt.plugins.module_utils.providers.libvirt_backend import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backend import (
     LibvirtProvider)
-from ansible_collections.resilient.virt.plugins.module_utils.providers.vsphere_backend import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.backend import (
     VSphereProvider)
 
 from provider_testing import TEST_URI, quick_settings

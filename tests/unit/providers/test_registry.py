@@ -6,9 +6,10 @@ import sys
 import pytest
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import Internal, InvalidSpec
-from ansible_collections.resilient.virt.plugins.module_utils.providers import hookspecs, registry
+from ansible_collections.resilient.virt.plugins.module_utils.providers import hookspecs
+from ansible_collections.resilient.virt.plugins.module_utils.providers import _registry as registry
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import Provider
-from ansible_collections.resilient.virt.plugins.module_utils.providers.guarded import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._guarded import (
     GuardedProvider)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
 
@@ -57,11 +58,11 @@ def test_open_provider_builds_a_guarded_libvirt_provider(libvirt_config, store):
 def test_only_the_requested_builtin_backend_is_imported_and_nothing_heavy():
     script = (
         "import sys; sys.path.insert(0, %r)\n"
-        "from ansible_collections.resilient.virt.plugins.module_utils.providers import registry\n"
+        "from ansible_collections.resilient.virt.plugins.module_utils.providers import _registry as registry\n"
         "registry.provider_class('libvirt')\n"
         "mods = [m for m in ('libvirt', 'jsonschema', 'pyVmomi', 'resilient_virt_example_provider',"
-        " registry.__name__.replace('registry', 'vsphere_backend')) if m in sys.modules]\n"
-        "print(mods, registry.__name__.replace('registry', 'libvirt_backend') in sys.modules)\n"
+        " registry.__name__.replace('_registry', '_vsphere.backend')) if m in sys.modules]\n"
+        "print(mods, registry.__name__.replace('_registry', '_libvirt.backend') in sys.modules)\n"
         % COLLECTIONS)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=False, timeout=60)

@@ -18,7 +18,7 @@ from importlib import metadata
 import pytest
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import Conflict, InvalidSpec
-from ansible_collections.resilient.virt.plugins.module_utils.providers import registry
+from ansible_collections.resilient.virt.plugins.module_utils.providers import _registry as registry
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import Provider
 
 from provider_testing import COLLECTIONS, ROOT, quick_settings
@@ -98,8 +98,8 @@ def test_its_options_are_checked_like_a_builtin(tmp_path):
 def test_state_survives_across_processes_and_loads_only_on_demand(tmp_path):
     script = (
         "import json, sys; sys.path.insert(0, %r)\n"
-        "from ansible_collections.resilient.virt.plugins.module_utils.providers import registry\n"
-        "from ansible_collections.resilient.virt.plugins.module_utils.config import "
+        "from ansible_collections.resilient.virt.plugins.module_utils.providers import _registry as registry\n"
+        "from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import "
         "resolve_settings\n"
         "env = {'RESILIENT_VIRT_STATE_STORE': 'sqlite:///%s'}\n"
         "settings = resolve_settings({}, environ={})\n"

@@ -1,5 +1,5 @@
 """Choosing the hypervisor for a new reservation, and explaining when none qualifies."""
-from ansible_collections.resilient.virt.plugins.module_utils.failover.traits import host_satisfies
+from ansible_collections.resilient.virt.plugins.module_utils._failover.traits import host_satisfies
 
 __all__ = ("HostPicker",)
 

@@ -1,5 +1,5 @@
 """Allocations whose VM is gone or has moved, and reservations left empty."""
-from ansible_collections.resilient.virt.plugins.module_utils.failover.plan import Removal
+from ansible_collections.resilient.virt.plugins.module_utils._failover.plan import Removal
 
 __all__ = ("stale_allocations", "empty_reservations")
 

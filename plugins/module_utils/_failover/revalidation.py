@@ -1,8 +1,8 @@
 """Periodic check that a reservation still serves every VM allocated to it."""
-from ansible_collections.resilient.virt.plugins.module_utils.failover.resources import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.resources import (
     reservation_size, resource_error, vm_fits)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.timestamps import parse_time
-from ansible_collections.resilient.virt.plugins.module_utils.failover.traits import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.timestamps import parse_time
+from ansible_collections.resilient.virt.plugins.module_utils._failover.traits import (
     host_satisfies, trait_needs)
 
 __all__ = ("is_due", "find_problem", "INVALID_RESOURCES", "HOST_NOT_FOUND", "VM_DOES_NOT_FIT")

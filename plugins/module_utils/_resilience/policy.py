@@ -41,15 +41,15 @@ still be recorded. A probe (half-open breaker) holds its slot for its attempt's 
 """
 import time
 
-from ansible_collections.resilient.virt.plugins.module_utils.circuit_breaker import (
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (
     CircuitBreaker)
-from ansible_collections.resilient.virt.plugins.module_utils.config import OPERATION_CLASSES
-from ansible_collections.resilient.virt.plugins.module_utils.deadline import (
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import OPERATION_CLASSES
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import (
     Deadline, run_with_timeout)
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     StoreUnavailable, Timeout, classify)
-from ansible_collections.resilient.virt.plugins.module_utils.rate_limit import RateLimiter
-from ansible_collections.resilient.virt.plugins.module_utils.retry import run_with_retry
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.rate_limit import RateLimiter
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.retry import run_with_retry
 
 __all__ = ("Policy", "RECORD_GRACE")
 

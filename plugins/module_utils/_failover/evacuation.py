@@ -8,7 +8,7 @@ so when not all fit, the earlier ones win. The result is the same for the same i
 from dataclasses import dataclass, field
 from typing import List
 
-from ansible_collections.resilient.virt.plugins.module_utils.failover.resources import vm_fits
+from ansible_collections.resilient.virt.plugins.module_utils._failover.resources import vm_fits
 
 __all__ = ("EvacuationPlan", "plan_evacuation")
 

@@ -23,7 +23,7 @@ provider's secrets before the breaker records them and the caller sees them.
 """
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, NotFound, Timeout, VirtError)
-from ansible_collections.resilient.virt.plugins.module_utils.policy import Policy
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.policy import Policy
 
 __all__ = ("GuardedProvider", "OPERATION_CLASS")
 

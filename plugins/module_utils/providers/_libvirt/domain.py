@@ -24,7 +24,7 @@ import json
 import re
 import xml.etree.ElementTree as ET
 
-from ansible_collections.resilient.virt.plugins.module_utils.providers.spec_errors import field_path, schema_errors
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vm_schema import field_path, schema_errors
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
 
 __all__ = ("NAMESPACE", "DOMAIN_TYPES", "MAX_NAME_BYTES", "name_problem", "spec_schema",

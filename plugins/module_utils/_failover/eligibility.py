@@ -1,7 +1,7 @@
 """May a VM use a reservation? Constraints 1-5 (see graph) and resource fit."""
-from ansible_collections.resilient.virt.plugins.module_utils.failover.graph import DependencyGraph
-from ansible_collections.resilient.virt.plugins.module_utils.failover.plan import Removal
-from ansible_collections.resilient.virt.plugins.module_utils.failover.resources import vm_fits
+from ansible_collections.resilient.virt.plugins.module_utils._failover.graph import DependencyGraph
+from ansible_collections.resilient.virt.plugins.module_utils._failover.plan import Removal
+from ansible_collections.resilient.virt.plugins.module_utils._failover.resources import vm_fits
 
 __all__ = ("does_vm_fit", "is_vm_eligible_for_reservation", "find_eligible_reservations",
            "remove_ineligible", "check_vms_still_eligible")

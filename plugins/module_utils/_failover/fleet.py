@@ -5,7 +5,7 @@
 import math
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
-from ansible_collections.resilient.virt.plugins.module_utils.failover.model import VM, Hypervisor
+from ansible_collections.resilient.virt.plugins.module_utils._failover.model import VM, Hypervisor
 
 FLAVOR_KEY = "flavor"
 CAPACITY_KEYS = ("cpu", "memory_mb", "used_cpu", "used_memory_mb")

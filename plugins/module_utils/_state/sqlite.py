@@ -17,7 +17,7 @@ import threading
 import time
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
-from ansible_collections.resilient.virt.plugins.module_utils.state_store import (
+from ansible_collections.resilient.virt.plugins.module_utils._state.store import (
     DEFAULT_TIMEOUT, StateStore, check_namespace)
 
 __all__ = ("SQLiteStore", "SCHEMA_VERSION")

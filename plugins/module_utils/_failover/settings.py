@@ -2,9 +2,9 @@
 from dataclasses import dataclass, field
 from typing import Dict
 
-from ansible_collections.resilient.virt.plugins.module_utils.config import parse_duration
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import parse_duration
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, field_error
-from ansible_collections.resilient.virt.plugins.module_utils.failover.requirements import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.requirements import (
     validate_requirements)
 
 __all__ = ("FailoverSettings", "DEFAULT_REVALIDATION_INTERVAL", "DEFAULT_CREATOR")

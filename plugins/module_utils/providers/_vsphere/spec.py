@@ -19,7 +19,7 @@ The spec is the ``create`` argument of the vsphere provider::
 a non-empty value raises NotSupported. Unknown keys are errors and every bad field is reported
 by its path. Keys whose value is None count as unset.
 """
-from ansible_collections.resilient.virt.plugins.module_utils.providers.spec_errors import schema_errors
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vm_schema import schema_errors
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, NotSupported
 
 __all__ = ("spec_schema", "validate_spec", "config_spec", "NIC_MODELS", "DEFAULT_GUEST_ID")

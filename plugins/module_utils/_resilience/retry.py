@@ -15,7 +15,7 @@ Built on tenacity, which is imported only when a loop runs. Rules:
 import random
 import time
 
-from ansible_collections.resilient.virt.plugins.module_utils.deadline import Deadline
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import Deadline
 from ansible_collections.resilient.virt.plugins.module_utils.errors import classify
 
 __all__ = ("Attempt", "run_with_retry", "backoff_delay")

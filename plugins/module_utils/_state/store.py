@@ -117,10 +117,10 @@ def _sqlite_path(url):
 def _open(url, timeout):
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme == "sqlite":
-        from ansible_collections.resilient.virt.plugins.module_utils.sqlite_store import SQLiteStore
+        from ansible_collections.resilient.virt.plugins.module_utils._state.sqlite import SQLiteStore
         return SQLiteStore(_sqlite_path(url), timeout)
     if scheme in ("redis", "rediss"):
-        from ansible_collections.resilient.virt.plugins.module_utils.redis_store import RedisStore
+        from ansible_collections.resilient.virt.plugins.module_utils._state.redis import RedisStore
         return RedisStore(url, timeout)
     raise InvalidSpec("state_store %r is not a supported URL; accepted forms: %s (or set %s)"
                       % (redact(url), _ACCEPTED, ENV_VAR))

@@ -22,7 +22,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
     POWER_ACTIONS, Option, Provider, check_filters, match_filters, new_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
-from ansible_collections.resilient.virt.plugins.module_utils.providers.libvirt_domain import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import (
     DOMAIN_TYPES, build_domain_xml, managed_volumes, name_problem, parse_domain_xml,
     set_domain_resources, validate_spec, volume_xml)
 
@@ -173,7 +173,7 @@ class LibvirtProvider(Provider):
             conn, self._conn = self._conn, None
         if conn is None:
             return
-        from ansible_collections.resilient.virt.plugins.module_utils.deadline import (
+        from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import (
             run_with_timeout)
         try:
             run_with_timeout(conn.close, CLOSE_TIMEOUT, "libvirt close of %s" % self.key)

@@ -21,7 +21,7 @@ import time
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, Timeout, Unauthorized, redact)
-from ansible_collections.resilient.virt.plugins.module_utils.state_store import (
+from ansible_collections.resilient.virt.plugins.module_utils._state.store import (
     DEFAULT_TIMEOUT, StateStore, check_namespace)
 
 __all__ = ("RedisStore", "PREFIX")
@@ -71,7 +71,7 @@ class RedisStore(StateStore):
         try:
             if limit >= self.timeout:
                 return operation()
-            from ansible_collections.resilient.virt.plugins.module_utils.deadline import (
+            from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import (
                 run_with_timeout)
             return run_with_timeout(operation, limit, "state store %s" % self.url)
         except Timeout as exc:

@@ -22,12 +22,12 @@ __all__ = ("BUILTIN_BACKENDS", "ENTRY_POINT_GROUP", "PLUGINS_ENV", "plugin_manag
 
 
 def _libvirt_backend():
-    from ansible_collections.resilient.virt.plugins.module_utils.providers import libvirt_backend
+    from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt import backend as libvirt_backend
     return libvirt_backend
 
 
 def _vsphere_backend():
-    from ansible_collections.resilient.virt.plugins.module_utils.providers import vsphere_backend
+    from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere import backend as vsphere_backend
     return vsphere_backend
 
 
@@ -172,17 +172,17 @@ def open_provider(config, settings=None, store=None, plugins=(), environ=None):
     StateStore (default: ``open_store(settings.state_store)``); ``plugins``: extra plugin
     objects (observers, fault injectors, backends).
     """
-    from ansible_collections.resilient.virt.plugins.module_utils.providers.guarded import (
+    from ansible_collections.resilient.virt.plugins.module_utils.providers._guarded import (
         GuardedProvider)
 
     manager = plugin_manager(plugins, environ)
     provider = provider_class(_check_config(config), manager)(config)
     if settings is None:
-        from ansible_collections.resilient.virt.plugins.module_utils.config import (
+        from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import (
             resolve_settings)
         settings = resolve_settings(environ=environ)
     if store is None:
-        from ansible_collections.resilient.virt.plugins.module_utils.state_store import (
+        from ansible_collections.resilient.virt.plugins.module_utils._state.store import (
             open_store)
         store = open_store(settings.state_store, environ=environ)
     return GuardedProvider(provider, store, settings, manager.hook)

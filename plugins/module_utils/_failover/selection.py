@@ -1,7 +1,7 @@
 """Which VMs a cycle works on: those short of slots, largest memory first, in a rotating window."""
 from typing import NamedTuple
 
-from ansible_collections.resilient.virt.plugins.module_utils.failover.model import VM
+from ansible_collections.resilient.virt.plugins.module_utils._failover.model import VM
 
 __all__ = ("Need", "select_window")
 

@@ -14,7 +14,7 @@ cycle intact. Reservations of other creators are read only, to count the capacit
 """
 from collections import namedtuple
 
-from ansible_collections.resilient.virt.plugins.module_utils.failover.model import Reservation
+from ansible_collections.resilient.virt.plugins.module_utils._failover.model import Reservation
 
 NAMESPACE = "failover"
 

@@ -2,7 +2,7 @@
 from dataclasses import dataclass, field
 from typing import Dict, List, NamedTuple, Optional
 
-from ansible_collections.resilient.virt.plugins.module_utils.failover.model import Reservation
+from ansible_collections.resilient.virt.plugins.module_utils._failover.model import Reservation
 
 __all__ = ("Removal", "Deletion", "VMStatus", "CycleResult")
 

@@ -25,9 +25,9 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
     CAPABILITIES, POWER_ACTIONS, Option, Provider, check_filters, match_filters, new_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
-from ansible_collections.resilient.virt.plugins.module_utils.providers.vsphere_faults import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.faults import (
     SESSION_LOST, classify_fault, fault_name)
-from ansible_collections.resilient.virt.plugins.module_utils.providers.vsphere_inventory import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.inventory import (
     COMPUTE_PATHS, HOST_PATHS, VM_PATHS, custom_values, host_fields, host_state, retrieve,
     retrieve_view, vm_fields)
 
@@ -133,7 +133,7 @@ class VSphereProvider(Provider):
     def _login(self):
         from pyVim.connect import SmartConnect
 
-        from ansible_collections.resilient.virt.plugins.module_utils.deadline import (
+        from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import (
             run_with_timeout)
 
         context = None
@@ -173,7 +173,7 @@ class VSphereProvider(Provider):
             session, self._session = self._session, None
         if session is None:
             return
-        from ansible_collections.resilient.virt.plugins.module_utils.deadline import (
+        from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import (
             run_with_timeout)
 
         def logout():
@@ -397,7 +397,7 @@ class VSphereProvider(Provider):
         ``metadata`` is stored once the VM exists; if that fails the VM stays, and the error
         says why.
         """
-        from ansible_collections.resilient.virt.plugins.module_utils.providers.vsphere_spec import (
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.spec import (
             config_spec, validate_spec)
 
         spec = validate_spec(spec)

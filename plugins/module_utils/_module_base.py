@@ -24,7 +24,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, VirtError, classify, field_error)
-from ansible_collections.resilient.virt.plugins.module_utils.masking import secret_values
+from ansible_collections.resilient.virt.plugins.module_utils._masking import secret_values
 
 RESILIENCE_OPTIONS = dict(
     retry_preset=dict(type="str", choices=["default", "aggressive", "conservative", "none"]),
@@ -107,7 +107,7 @@ class ResilientModule:
     @property
     def store(self):
         if self._store is None:
-            from ansible_collections.resilient.virt.plugins.module_utils.state_store import open_store
+            from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
             self._store = open_store(self.params.get("state_store"), timeout=self.settings.store_timeout)
         return self._store
@@ -115,7 +115,7 @@ class ResilientModule:
     @property
     def settings(self):
         if self._settings is None:
-            from ansible_collections.resilient.virt.plugins.module_utils.config import resolve_settings
+            from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import resolve_settings
 
             self._settings = resolve_settings(_drop_unset(self.params.get("resilience")))
         return self._settings
@@ -163,7 +163,7 @@ class ResilientModule:
 
     def open_provider(self, reference=None, field="provider"):
         """Connect to a provider through the resilience policy; closed when the module exits."""
-        from ansible_collections.resilient.virt.plugins.module_utils.providers.registry import open_provider
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import open_provider
 
         provider = open_provider(self.provider_config(reference, field), self.settings, self.store)
         self._providers.append(provider)
@@ -171,7 +171,7 @@ class ResilientModule:
 
     def breaker_facts(self, names=None):
         """Breaker snapshots for ``ansible_facts``; every breaker of the store when ``names`` is None."""
-        from ansible_collections.resilient.virt.plugins.module_utils.circuit_breaker import list_breakers
+        from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import list_breakers
 
         wanted = None if names is None else set(names)
         return dict(

@@ -21,33 +21,33 @@ The same inputs give the same result; ``now`` and ``cycle`` are inputs for that 
 """
 from dataclasses import replace
 
-from ansible_collections.resilient.virt.plugins.module_utils.conditions import (
+from ansible_collections.resilient.virt.plugins.module_utils._conditions import (
     READY, make_condition, set_condition)
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
-from ansible_collections.resilient.virt.plugins.module_utils.failover.capacity import CapacityLedger
-from ansible_collections.resilient.virt.plugins.module_utils.failover.cleanup import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.capacity import CapacityLedger
+from ansible_collections.resilient.virt.plugins.module_utils._failover.cleanup import (
     empty_reservations, stale_allocations)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.eligibility import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.eligibility import (
     remove_ineligible)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.graph import DependencyGraph
-from ansible_collections.resilient.virt.plugins.module_utils.failover.model import Reservation
-from ansible_collections.resilient.virt.plugins.module_utils.failover.naming import NameAllocator
-from ansible_collections.resilient.virt.plugins.module_utils.failover.placement import HostPicker
-from ansible_collections.resilient.virt.plugins.module_utils.failover.plan import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.graph import DependencyGraph
+from ansible_collections.resilient.virt.plugins.module_utils._failover.model import Reservation
+from ansible_collections.resilient.virt.plugins.module_utils._failover.naming import NameAllocator
+from ansible_collections.resilient.virt.plugins.module_utils._failover.placement import HostPicker
+from ansible_collections.resilient.virt.plugins.module_utils._failover.plan import (
     CycleResult, Deletion, Removal, VMStatus)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.requirements import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.requirements import (
     required_count)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.resources import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.resources import (
     reservation_size, vm_fits)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.revalidation import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.revalidation import (
     find_problem, is_due)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.selection import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.selection import (
     Need, select_window)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.share_queue import ShareQueue
-from ansible_collections.resilient.virt.plugins.module_utils.failover.slot_search import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.share_queue import ShareQueue
+from ansible_collections.resilient.virt.plugins.module_utils._failover.slot_search import (
     BRANCH_LIMIT, search_slots)
-from ansible_collections.resilient.virt.plugins.module_utils.failover.timestamps import format_time
-from ansible_collections.resilient.virt.plugins.module_utils.failover.traits import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.timestamps import format_time
+from ansible_collections.resilient.virt.plugins.module_utils._failover.traits import (
     host_satisfies, trait_needs)
 
 __all__ = ("run_cycle", "ACTIVE_REASON", "EMPTY", "REPLACED")

@@ -1,5 +1,5 @@
 """Free room per hypervisor: capacity minus its VMs minus every failover reservation on it."""
-from ansible_collections.resilient.virt.plugins.module_utils.failover.resources import reservation_size
+from ansible_collections.resilient.virt.plugins.module_utils._failover.resources import reservation_size
 
 __all__ = ("CapacityLedger",)
 
