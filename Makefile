@@ -15,11 +15,15 @@ export ANSIBLE_INVENTORY_UNPARSED_WARNING := false
 export ANSIBLE_NOCOWS := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help deps link test unit integration sanity bench demo lab-up lab-down build clean
+# The public API (its types are part of the contract), checked with mypy
+TYPED := errors providers.contract providers.hookspecs _failover.model
+
+.PHONY: help deps link test lint unit integration sanity bench demo lab-up lab-down build clean
 
 help:
 	@echo "make demo      bring the local lab up and run playbooks/demo.yml"
-	@echo "make test      unit, integration (real libvirtd/QEMU, vSphere simulator, Redis) and sanity tests"
+	@echo "make test      lint, unit, integration (real libvirtd/QEMU, vSphere simulator, Redis) and sanity tests"
+	@echo "make lint      ruff on the whole tree, mypy on the typed public API"
 	@echo "make bench     benchmarks (core overhead, peers, failover planning)"
 	@echo "make lab-up / lab-down   start or stop the local hypervisors"
 	@echo "make build     build the collection tarball"
@@ -37,13 +41,20 @@ link:
 	@ln -sfn $(CURDIR) $(COLLECTIONS)/ansible_collections/resilient/virt
 
 test: deps link
+	$(MAKE) --no-print-directory lint
 	$(PYTHON) -m pytest -q -p no:randomly tests/unit tests/integration
 	$(MAKE) --no-print-directory sanity
 
-unit: link
+lint: deps link
+	$(PYTHON) -m ruff check .
+	cd $(COLLECTIONS) && $(PYTHON) -m mypy --python-version 3.10 --ignore-missing-imports \
+	  --follow-imports=silent --disallow-untyped-defs --no-error-summary \
+	  $(foreach m,$(TYPED),-m ansible_collections.resilient.virt.plugins.module_utils.$(m))
+
+unit: deps link
 	$(PYTHON) -m pytest -q tests/unit
 
-integration: link
+integration: deps link
 	$(PYTHON) -m pytest -q tests/integration
 
 sanity: deps link

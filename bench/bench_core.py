@@ -56,11 +56,11 @@ def _percentiles(samples):
 
 def _time_calls(fn, calls):
     """(median, p95) in milliseconds of ``fn()`` over ``calls`` calls after a warm-up."""
-    for dummy in range(max(50, calls // 10)):
+    for _dummy in range(max(50, calls // 10)):
         fn()
     samples = []
     clock = time.perf_counter
-    for dummy in range(calls):
+    for _dummy in range(calls):
         started = clock()
         fn()
         samples.append((clock() - started) * 1000.0)
@@ -105,7 +105,7 @@ class _Redis:
              "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL)
         self.url = "redis://127.0.0.1:%d/0" % self.port
-        for dummy in range(200):
+        for _dummy in range(200):
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
                 return
@@ -139,7 +139,7 @@ def measure_import(runs):
     basic, core = [], []
     empty = tempfile.mkdtemp(prefix="bench-pyc-")  # no cached bytecode: compiled like AnsiballZ
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONPYCACHEPREFIX=empty)
-    for dummy in range(runs):
+    for _dummy in range(runs):
         out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                              text=True, env=env)
         b, c = (float(x) for x in out.stdout.split())

@@ -65,7 +65,7 @@ def make_fleet(vm_count, host_count, seed):
 def _timed(repeat, fn):
     """(best seconds over ``repeat`` runs, result of the last run)."""
     best, result = None, None
-    for dummy in range(repeat):
+    for _dummy in range(repeat):
         start = time.perf_counter()
         result = fn()
         took = time.perf_counter() - start

@@ -67,7 +67,7 @@ class BenchError(Exception):
 use_checkout()
 
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (  # noqa: E402
-    get_breaker_snapshot)
+    list_breakers)
 from ansible_collections.resilient.virt.plugins.module_utils.errors import NotFound  # noqa: E402
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backend import (  # noqa: E402
     LibvirtProvider)
@@ -237,7 +237,7 @@ def _run_payload(path, importtime):
     command = [sys.executable] + (["-X", "importtime"] if importtime else []) + [path]
     cpu_before = _children_cpu()
     started = time.perf_counter()
-    proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.run(command, capture_output=True, text=True,
                           env=env, cwd=os.path.dirname(path), timeout=300, check=False)
     took = time.perf_counter() - started
     cpu = _children_cpu() - cpu_before
@@ -278,7 +278,7 @@ def _lab(lab_dir):
             state = json.load(handle)
     except OSError as exc:
         raise BenchError("no lab in %s (%s): run `python3 lab/lab.py up --run-dir %s` first"
-                         % (lab_dir, exc.strerror, lab_dir))
+                         % (lab_dir, exc.strerror, lab_dir)) from exc
     hypervisors = dict((hv["name"], hv) for hv in state["hypervisors"])
     missing = [n for n in ("hv1", "hv2") if n not in hypervisors]
     if missing:
@@ -328,7 +328,7 @@ def _vm_task(hv, store_url, state):
 def _breaker_counts(store_url, name):
     store = open_store(store_url, environ={})
     try:
-        snap = get_breaker_snapshot(store, name) or {}
+        snap = next((s for s in list_breakers(store) if s["name"] == name), {})
     finally:
         store.close()
     return {k: snap.get(k, 0) for k in ("failures_total", "rejected_total", "opened_total")}

@@ -41,7 +41,7 @@ def timed(fn, rounds):
     """Milliseconds of each of ``rounds`` calls of ``fn`` (after one warm-up call)."""
     fn()
     out = []
-    for dummy in range(rounds):
+    for _dummy in range(rounds):
         start = time.perf_counter()
         fn()
         out.append((time.perf_counter() - start) * 1000.0)

@@ -93,8 +93,7 @@ def run_bench(script, arguments, workdir):
     record = {"command": " ".join(shlex.quote(a) for a in shown), "load_before": _loadavg()}
     started = time.perf_counter()
     try:
-        proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, cwd=ROOT, timeout=BENCH_TIMEOUT, check=False)
+        proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=BENCH_TIMEOUT, check=False)
         exit_code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as exc:
         exit_code, stdout = None, exc.stdout or ""

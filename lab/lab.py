@@ -246,7 +246,7 @@ class Hypervisor:
             raise LabError(
                 "socket path %s is %d characters, above the %d that Unix sockets allow: "
                 "choose a shorter --run-dir" % (self.socket, len(self.socket), SOCKET_PATH_MAX))
-        for mount_point, sub in MOUNTS:
+        for _mount_point, sub in MOUNTS:
             os.makedirs(self.path(sub), exist_ok=True)
         os.makedirs(self.path("log", "qemu"), exist_ok=True)
         etc = self.path("etc")
@@ -449,7 +449,7 @@ class Lab:
             return self._up(count, timeout, vsphere)
 
     def _up(self, count, timeout, vsphere):
-        for mount_point, sub in MOUNTS:
+        for mount_point, _sub in MOUNTS:
             os.makedirs(mount_point, exist_ok=True)  # bind targets (normally made by the packages)
         wanted = [Hypervisor(self.run_dir, "hv%d" % i) for i in range(1, count + 1)]
         started, errors = [], {}

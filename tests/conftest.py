@@ -7,8 +7,7 @@ The collection lives at the repository root, so tests reach it through a link un
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COLLECTIONS = os.path.join(ROOT, ".build", "collections")
+from paths import COLLECTIONS, ROOT
 
 
 def _link_collection():

@@ -53,7 +53,10 @@ class RedisServer:
             except redis.exceptions.ConnectionError:
                 time.sleep(0.05)
         log = os.path.join(self.dir, "redis.log")
-        text = open(log).read() if os.path.exists(log) else ""
+        text = ""
+        if os.path.exists(log):
+            with open(log) as f:
+                text = f.read()
         self.stop()
         pytest.fail("redis-server did not start on port %d:\n%s" % (self.port, text[-2000:]))
 

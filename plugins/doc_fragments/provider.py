@@ -1,13 +1,9 @@
-# -*- coding: utf-8 -*-
 # Copyright: resilient.virt contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Options of modules that talk to a hypervisor provider."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 
-class ModuleDocFragment(object):
+class ModuleDocFragment:
     DOCUMENTATION = r"""
 options:
   provider:

@@ -1,13 +1,9 @@
-# -*- coding: utf-8 -*-
 # Copyright: resilient.virt contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Options every resilient.virt module shares: the state store and the resilience settings."""
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 
-class ModuleDocFragment(object):
+class ModuleDocFragment:
     DOCUMENTATION = r"""
 options:
   state_store:
@@ -69,7 +65,8 @@ options:
         description: Probes allowed at once while half-open. Environment E(RESILIENT_VIRT_CB_HALF_OPEN_MAX_CALLS).
         type: int
       success_threshold:
-        description: Successful probes that close a half-open breaker. Environment E(RESILIENT_VIRT_CB_SUCCESS_THRESHOLD).
+        description:
+          - Successful probes that close a half-open breaker. Environment E(RESILIENT_VIRT_CB_SUCCESS_THRESHOLD).
         type: int
       rate_limit_qps:
         description:
@@ -80,16 +77,23 @@ options:
         description: Calls allowed at once above the steady rate. Environment E(RESILIENT_VIRT_RATE_LIMIT_BURST).
         type: int
       timeout_describe:
-        description: Time limit of one read call (describe, list). Environment E(RESILIENT_VIRT_RPC_TIMEOUT_DESCRIBE); default 30s.
+        description:
+          - Time limit of one read call (describe, list).
+          - Environment E(RESILIENT_VIRT_RPC_TIMEOUT_DESCRIBE); default 30s.
         type: raw
       timeout_mutating:
-        description: Time limit of one mutating call (create, delete, power). Environment E(RESILIENT_VIRT_RPC_TIMEOUT_MUTATING); default 4m.
+        description:
+          - Time limit of one mutating call (create, delete, power).
+          - Environment E(RESILIENT_VIRT_RPC_TIMEOUT_MUTATING); default 4m.
         type: raw
       timeout_validate:
-        description: Time limit of a connectivity check. Environment E(RESILIENT_VIRT_RPC_TIMEOUT_VALIDATE); default 10s.
+        description:
+          - Time limit of a connectivity check. Environment E(RESILIENT_VIRT_RPC_TIMEOUT_VALIDATE); default 10s.
         type: raw
       timeout_task_status:
-        description: Time limit of one task status poll. Environment E(RESILIENT_VIRT_RPC_TIMEOUT_TASK_STATUS); default 10s.
+        description:
+          - Time limit of one task status poll.
+          - Environment E(RESILIENT_VIRT_RPC_TIMEOUT_TASK_STATUS); default 10s.
         type: raw
       store_timeout:
         description:

@@ -6,16 +6,15 @@ changes only when ``status`` changes.
 """
 import time
 
-from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    NotFound, Unauthorized, Unavailable, find_error, redact)
+from ansible_collections.resilient.virt.plugins.module_utils._time import format_time
+from ansible_collections.resilient.virt.plugins.module_utils.errors import find_error, redact
 
 __all__ = (
     "READY", "PROVISIONING", "PROVIDER_RUNTIME_READY", "PROVIDER_AVAILABLE", "VM_READY",
-    "PROVIDER_ERROR", "VALIDATION_ERROR", "CREATING", "CREATE_FAILED", "DEPLOYMENT_READY",
-    "DEPLOYMENT_ERROR", "HEALTH_CHECK_PASSED", "HEALTH_CHECK_FAILED", "RESOURCE_NOT_FOUND",
-    "AUTHENTICATION_FAILED", "PROVIDER_UNAVAILABLE", "INTERNAL_ERROR", "make_condition",
-    "set_condition", "vm_ready", "vm_provider_error", "vm_validation_error", "vm_creating",
-    "vm_create_failed", "provider_runtime_ready", "provider_available", "error_reason",
+    "PROVIDER_ERROR", "VALIDATION_ERROR", "CREATE_FAILED", "DEPLOYMENT_READY",
+    "DEPLOYMENT_ERROR", "HEALTH_CHECK_PASSED", "HEALTH_CHECK_FAILED", "make_condition",
+    "set_condition", "vm_ready", "vm_provider_error", "vm_validation_error",
+    "vm_create_failed", "provider_runtime_ready", "provider_available",
 )
 
 # Condition types
@@ -28,16 +27,11 @@ PROVIDER_AVAILABLE = "ProviderAvailable"
 VM_READY = "VMReady"
 PROVIDER_ERROR = "ProviderError"
 VALIDATION_ERROR = "ValidationError"
-CREATING = "Creating"
 CREATE_FAILED = "CreateFailed"
 DEPLOYMENT_READY = "DeploymentReady"
 DEPLOYMENT_ERROR = "DeploymentError"
 HEALTH_CHECK_PASSED = "HealthCheckPassed"
 HEALTH_CHECK_FAILED = "HealthCheckFailed"
-RESOURCE_NOT_FOUND = "ResourceNotFound"
-AUTHENTICATION_FAILED = "AuthenticationFailed"
-PROVIDER_UNAVAILABLE = "ProviderUnavailable"
-INTERNAL_ERROR = "InternalError"
 
 _STATUSES = ("True", "False", "Unknown")
 
@@ -47,7 +41,7 @@ def _timestamp(now):
         now = time.time()
     elif hasattr(now, "timestamp"):
         now = now.timestamp()
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+    return format_time(now)
 
 
 def make_condition(type, status, reason, message="", now=None):
@@ -88,18 +82,6 @@ def _message(err):
     return found.message if found is not None else redact(err)
 
 
-def error_reason(err):
-    """Condition reason for an error: NotFound, Unauthorized, Unavailable, else InternalError."""
-    found = find_error(err) if isinstance(err, BaseException) else None
-    if isinstance(found, NotFound):
-        return RESOURCE_NOT_FOUND
-    if isinstance(found, Unauthorized):
-        return AUTHENTICATION_FAILED
-    if isinstance(found, Unavailable):
-        return PROVIDER_UNAVAILABLE
-    return INTERNAL_ERROR
-
-
 def vm_ready(message="", now=None):
     return make_condition(READY, "True", VM_READY, message, now)
 
@@ -110,10 +92,6 @@ def vm_provider_error(err, now=None):
 
 def vm_validation_error(err, now=None):
     return make_condition(READY, "False", VALIDATION_ERROR, _message(err), now)
-
-
-def vm_creating(message="", now=None):
-    return make_condition(PROVISIONING, "True", CREATING, message, now)
 
 
 def vm_create_failed(err, now=None):

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: resilient.virt contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Which values are secrets, and how they are kept out of results, logs and the state store.
@@ -11,7 +10,8 @@ query parameter).
 Names decide, not the provider type, so secrets are found in a module's raw arguments before
 anything else is loaded or validated. Values shorter than :data:`MIN_LENGTH` characters are not
 treated as secrets: Ansible masks a secret wherever it appears as a substring, so a one-letter
-"password" would garble every word of a result (error types included) while protecting nothing. Backends must name their secret options accordingly
+"password" would garble every word of a result (error types included) while protecting nothing.
+Backends must name their secret options accordingly
 (``providers.contract.Provider`` refuses a secret option with any other name).
 """
 import re

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: resilient.virt contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The base every resilient.virt module builds on.
@@ -14,9 +13,7 @@ every value under a secret-named key (``masking.is_secret_key``) and every passw
 URL, in any argument, ``provider``/``providers`` catalogs from ``module_defaults`` included.
 A failure of Ansible's own argument validation carries ``error.type`` InvalidSpec like ours.
 """
-from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
 
 import os
 
@@ -25,26 +22,10 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, VirtError, classify, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils._masking import secret_values
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import (
+    option_spec, resolve_settings)
 
-RESILIENCE_OPTIONS = dict(
-    retry_preset=dict(type="str", choices=["default", "aggressive", "conservative", "none"]),
-    max_attempts=dict(type="int"),
-    base_delay=dict(type="raw"),
-    max_delay=dict(type="raw"),
-    multiplier=dict(type="float"),
-    deadline=dict(type="raw"),
-    failure_threshold=dict(type="int"),
-    reset_timeout=dict(type="raw"),
-    half_open_max_calls=dict(type="int"),
-    success_threshold=dict(type="int"),
-    rate_limit_qps=dict(type="float"),
-    rate_limit_burst=dict(type="int"),
-    timeout_describe=dict(type="raw"),
-    timeout_mutating=dict(type="raw"),
-    timeout_validate=dict(type="raw"),
-    timeout_task_status=dict(type="raw"),
-    store_timeout=dict(type="raw"),
-)
+RESILIENCE_OPTIONS = option_spec()
 
 COMMON_OPTIONS = dict(
     state_store=dict(type="str"),
@@ -115,8 +96,6 @@ class ResilientModule:
     @property
     def settings(self):
         if self._settings is None:
-            from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import resolve_settings
-
             self._settings = resolve_settings(_drop_unset(self.params.get("resilience")))
         return self._settings
 
@@ -127,17 +106,13 @@ class ResilientModule:
         if reference is None:
             if len(catalog) == 1:
                 return self.provider_config(next(iter(catalog)), field)
-            raise InvalidSpec(
-                "%s is required: give a dict such as {type: libvirt, uri: 'qemu:///system'} "
-                "or the name of an entry of 'providers'" % field
-            )
+            raise field_error(field, "is required: give a dict such as {type: libvirt, uri: 'qemu:///system'} "
+                              "or the name of an entry of 'providers'")
         if isinstance(reference, str):
             if reference not in catalog:
                 known = ", ".join(sorted(str(name) for name in catalog)) or "none defined"
-                raise InvalidSpec(
-                    "%s=%r names no entry of 'providers' (known: %s); define it under 'providers' "
-                    "or give the provider as a dict" % (field, reference, known)
-                )
+                raise field_error(field, "%r names no entry of 'providers' (known: %s); define it under "
+                                  "'providers' or give the provider as a dict" % (reference, known))
             entry = catalog[reference]
             if not isinstance(entry, dict):
                 raise field_error("providers.%s" % reference, "must be a dict of provider settings such as "
@@ -147,7 +122,8 @@ class ResilientModule:
             return config
         if isinstance(reference, dict):
             return dict(reference)
-        raise InvalidSpec("%s must be a dict or the name of an entry of 'providers', not %s" % (field, type(reference).__name__))
+        raise field_error(field, "must be a dict or the name of an entry of 'providers', not %s"
+                          % type(reference).__name__)
 
     def provider_references(self):
         """The providers a task with an ``all_providers`` option works on: every entry of
@@ -155,10 +131,10 @@ class ResilientModule:
         if not self.params["all_providers"]:
             return [None]
         if self.params.get("provider") is not None:
-            raise InvalidSpec("set either provider or all_providers=true, not both")
+            raise field_error("all_providers", "set either provider or all_providers=true, not both")
         catalog = self.params.get("providers") or {}
         if not catalog:
-            raise InvalidSpec("all_providers=true needs named providers in 'providers'")
+            raise field_error("all_providers", "all_providers=true needs named providers in 'providers'")
         return sorted(str(name) for name in catalog)
 
     def open_provider(self, reference=None, field="provider"):
@@ -231,7 +207,7 @@ class ResilientModule:
         """Exit with a clean failure describing ``err`` (plus ``err.result``, set by the module)."""
         self._close()
         result = dict(error=err.to_dict())
-        result.update(getattr(err, "result", None) or {})
+        result.update(err.result)
         facts = self._facts()
         if facts:
             result["ansible_facts"] = facts

@@ -6,45 +6,58 @@ shows the provider is unhealthy. Library exceptions (socket, ``requests``, ``url
 ``http.client``, ``urllib``) are recognised by class name and module, so none of those
 libraries is imported here.
 """
+from __future__ import annotations
+
 import errno
 import socket
 import time
+from typing import Any, Callable, Optional
+from collections.abc import Iterable, Iterator, Mapping
 
 from ansible_collections.resilient.virt.plugins.module_utils._masking import redact
+from ansible_collections.resilient.virt.plugins.module_utils._time import format_time
 
 __all__ = (
     "VirtError", "NotFound", "InvalidSpec", "Unauthorized", "NotSupported", "QuotaExceeded",
     "Conflict", "Internal", "Retryable", "Unavailable", "RateLimit", "Timeout", "BreakerOpen",
-    "StoreUnavailable", "field_error", "find_error", "classify", "classify_http",
+    "StoreUnavailable", "field_error", "field_errors", "find_error", "classify", "classify_http",
     "parse_retry_after", "counts_against_breaker", "redact",
 )
 
 
 class VirtError(Exception):
-    """Base of the taxonomy. ``str(err)`` is ``err.message``; ``err.cause`` is the original."""
+    """Base of the taxonomy. ``str(err)`` is ``err.message``; ``err.cause`` is the original.
 
-    type = "VirtError"
-    retryable = False
+    On its way to the task's result an error collects: ``operation``, the provider operation
+    that failed (``create``, ``power``...) when known, and ``result``, keys the module adds to
+    the failed task's result (conditions, the provider's state).
+    """
 
-    def __init__(self, message, cause=None, retry_after=None, details=None):
+    type: str = "VirtError"
+    retryable: bool = False
+
+    def __init__(self, message: str, cause: BaseException | None = None,
+                 retry_after: float | None = None, details: dict[str, Any] | None = None):
         super().__init__(message)
-        self.message = message
-        self.cause = cause
-        self.retry_after = None if retry_after is None else float(retry_after)
-        self.details = details
+        self.message: str = message
+        self.cause: BaseException | None = cause
+        self.retry_after: float | None = None if retry_after is None else float(retry_after)
+        self.details: dict[str, Any] | None = details
+        self.operation: str | None = None
+        self.result: dict[str, Any] = {}
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "type" not in cls.__dict__:
             cls.type = cls.__name__
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.message
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "%s(%r)" % (type(self).__name__, self.message)
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         """JSON-able summary for module results: type, message, retryable, retry_after, details."""
         out = {"type": self.type, "message": self.message, "retryable": self.retryable,
                "retry_after": self.retry_after}
@@ -61,10 +74,23 @@ class InvalidSpec(VirtError):
     """The request is wrong; ``details={"errors": [{"path": ..., "message": ...}]}`` lists fields."""
 
 
-def field_error(path, message, cause=None):
-    """InvalidSpec for one field: message ``<path>: <message>``, the field in ``details.errors``."""
-    return InvalidSpec("%s: %s" % (path, message), cause=cause,
-                       details={"errors": [{"path": path, "message": message}]})
+def field_errors(errors: Iterable[Mapping[str, str]], what: str | None = None,
+                 cause: BaseException | None = None) -> InvalidSpec:
+    """InvalidSpec listing every bad field of ``errors`` (``[{"path": ..., "message": ...}]``).
+
+    The message is ``<what>: <path>: <message>; ...``; a field's message that already starts with
+    its path is shown as it is. ``details.errors`` keeps the list for playbooks.
+    """
+    errors = [dict(error) for error in errors]
+    shown = "; ".join(error["message"] if error["message"].startswith(error["path"])
+                      else "%s: %s" % (error["path"], error["message"]) for error in errors)
+    return InvalidSpec("%s: %s" % (what, shown) if what else shown, cause=cause,
+                       details={"errors": errors})
+
+
+def field_error(path: str, message: str, cause: BaseException | None = None) -> InvalidSpec:
+    """InvalidSpec for the one field ``path`` (see :func:`field_errors`)."""
+    return field_errors([{"path": path, "message": message}], cause=cause)
 
 
 class Unauthorized(VirtError):
@@ -107,7 +133,7 @@ class StoreUnavailable(Unavailable):
     type = "Unavailable"
     retryable = False
 
-    def __init__(self, store, message, cause=None):
+    def __init__(self, store: str, message: str, cause: BaseException | None = None):
         super().__init__("state store %s %s" % (store, message), cause=cause,
                          details={"state_store": store})
 
@@ -126,11 +152,12 @@ class BreakerOpen(VirtError):
     ``half_open_at`` is the epoch time at which one probe call will be allowed again.
     """
 
-    def __init__(self, breaker, half_open_at, message=None, cause=None, details=None):
+    def __init__(self, breaker: str, half_open_at: float, message: str | None = None,
+                 cause: BaseException | None = None, details: dict[str, Any] | None = None):
         half_open_at = float(half_open_at)
         wait = max(0.0, half_open_at - time.time())
         if message is None:
-            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(half_open_at))
+            when = format_time(half_open_at)
             message = ("circuit breaker %r is open: calls are refused until it half-opens at %s "
                        "(in %.1f s); see the breaker with resilient.virt.circuit_breaker"
                        % (breaker, when, wait))
@@ -141,7 +168,7 @@ class BreakerOpen(VirtError):
         self.half_open_at = half_open_at
 
 
-def _links(exc):
+def _links(exc: BaseException) -> list[BaseException]:
     """Exceptions directly behind ``exc``: explicit cause, ``.cause``/``.reason``, then context."""
     out = [exc.__cause__]
     for attr in ("cause", "reason"):
@@ -151,7 +178,7 @@ def _links(exc):
     return [e for e in out if isinstance(e, BaseException)]
 
 
-def _chain(exc):
+def _chain(exc: BaseException) -> Iterator[BaseException]:
     """``exc`` then every exception behind it, depth first, each once."""
     seen = set()
     stack = [exc]
@@ -164,7 +191,7 @@ def _chain(exc):
         stack.extend(reversed(_links(cur)))
 
 
-def find_error(exc):
+def find_error(exc: BaseException | None) -> VirtError | None:
     """Return ``exc`` if it is a VirtError, else the first VirtError behind it, else None."""
     if exc is None:
         return None
@@ -174,7 +201,7 @@ def find_error(exc):
     return None
 
 
-def _describe(exc):
+def _describe(exc: BaseException) -> str:
     text = redact(exc)
     name = type(exc).__name__
     return "%s: %s" % (name, text) if text else name
@@ -201,7 +228,7 @@ _LIB_KINDS = {
 }
 
 
-def _library_kind(exc):
+def _library_kind(exc: BaseException) -> Any:
     for klass in type(exc).__mro__:
         family = (klass.__module__ or "").split(".")[0]
         kind = _LIB_KINDS.get((family, klass.__name__))
@@ -210,7 +237,7 @@ def _library_kind(exc):
     return None
 
 
-def _cert_failure(exc):
+def _cert_failure(exc: BaseException) -> bool:
     for cur in _chain(exc):
         if type(cur).__name__ == "SSLCertVerificationError" or \
                 "CERTIFICATE_VERIFY_FAILED" in str(cur):
@@ -224,7 +251,7 @@ _TLS_MISMATCH = ("WRONG_VERSION_NUMBER", "UNKNOWN_PROTOCOL", "HTTP_REQUEST", "HT
                  "TLSV1_ALERT_PROTOCOL_VERSION", "WRONG_SSL_VERSION", "PACKET_LENGTH_TOO_LONG")
 
 
-def _tls_mismatch(exc):
+def _tls_mismatch(exc: BaseException) -> bool:
     for cur in _chain(exc):
         text = "%s %s" % (getattr(cur, "reason", "") or "", cur)
         if any(reason in text.upper() for reason in _TLS_MISMATCH):
@@ -232,7 +259,7 @@ def _tls_mismatch(exc):
     return False
 
 
-def _from_tls_error(exc):
+def _from_tls_error(exc: BaseException) -> VirtError:
     if _cert_failure(exc):
         return Unauthorized("TLS certificate verification failed (%s); trust the server's CA "
                             "or, for a lab only, set validate_certs to false" % redact(exc))
@@ -244,7 +271,7 @@ def _from_tls_error(exc):
     return Unavailable(_describe(exc))
 
 
-def _from_http_error(exc):
+def _from_http_error(exc: BaseException) -> VirtError:
     response = getattr(exc, "response", None)
     status = getattr(response, "status_code", None)
     headers = getattr(response, "headers", None)
@@ -255,7 +282,7 @@ def _from_http_error(exc):
     return classify_http(status, headers, redact(exc))
 
 
-def _builtin(exc):
+def _builtin(exc: BaseException) -> VirtError | None:
     """Map standard and well-known library failures; None when unknown."""
     kind = _library_kind(exc)
     if kind == "tls" or type(exc).__name__ == "SSLCertVerificationError":
@@ -282,7 +309,10 @@ def _builtin(exc):
     return None
 
 
-def classify(exc, classifiers=()):
+Classifier = Callable[[BaseException], Optional[VirtError]]
+
+
+def classify(exc: BaseException, classifiers: Iterable[Classifier] = ()) -> VirtError:
     """Return the VirtError for any exception; the original stays reachable as ``.cause``.
 
     Order: a VirtError already in ``exc`` or its cause chain; the first non-None answer of the
@@ -303,7 +333,7 @@ def classify(exc, classifiers=()):
     return err
 
 
-def _header(headers, name):
+def _header(headers: Any, name: str) -> str | None:
     if not headers:
         return None
     getter = getattr(headers, "get", None)
@@ -315,7 +345,7 @@ def _header(headers, name):
     return value
 
 
-def parse_retry_after(value, now=None):
+def parse_retry_after(value: object, now: float | None = None) -> float | None:
     """Seconds to wait from a ``Retry-After`` value (delta-seconds or HTTP-date); None if invalid."""
     if value is None:
         return None
@@ -344,7 +374,8 @@ _HTTP = {400: InvalidSpec, 422: InvalidSpec, 401: Unauthorized, 403: Unauthorize
          402: QuotaExceeded, 413: QuotaExceeded, 507: QuotaExceeded}
 
 
-def classify_http(status, headers=None, message=""):
+def classify_http(status: int, headers: Mapping[str, str] | None = None,
+                  message: str = "") -> VirtError:
     """Map an HTTP status (and ``Retry-After`` for 429/503) to a VirtError."""
     status = int(status)
     klass = _HTTP.get(status)
@@ -359,7 +390,7 @@ def classify_http(status, headers=None, message=""):
     return klass(text, retry_after=retry_after, details={"status": status})
 
 
-def counts_against_breaker(err):
+def counts_against_breaker(err: BaseException) -> bool:
     """True when ``err`` shows the provider unhealthy: Unavailable, Timeout, other Retryable.
 
     RateLimit proves the provider is alive; non-retryable errors are answers, not outages; a

@@ -1,10 +1,6 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: resilient.virt contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 DOCUMENTATION = r"""
 module: circuit_breaker
@@ -35,14 +31,13 @@ options:
     choices: [query, reset, open]
     default: query
 extends_documentation_fragment:
+  - resilient.virt.attributes
   - resilient.virt.provider
   - resilient.virt.resilience
 attributes:
   check_mode:
-    support: full
     description: Reports what would change without writing to the state store.
   diff_mode:
-    support: full
     description: Shows the breaker before and after.
 notes:
   - The O(resilience) failure threshold and reset timeout used for a breaker created by this
@@ -150,12 +145,8 @@ class CircuitBreakerModule(ResilientModule):
         result = dict(changed=False)
         if state != "query":
             breaker = Policy(self.store, name, self.settings).breaker
-            before = breaker.snapshot()
             wanted = "closed" if state == "reset" else "open"
-            result["changed"] = before["state"] != wanted or (state == "reset" and before["consecutive_failures"] > 0)
-            if result["changed"] and not self.check_mode:
-                breaker.reset() if state == "reset" else breaker.force_open()
-            after = breaker.snapshot() if not self.check_mode else dict(before, state=wanted)
+            result["changed"], before, after = breaker.set_state(wanted, self.check_mode)
             if result["changed"] and self.diff_mode:
                 result["diff"] = dict(before=before, after=after)
         facts = self.breaker_facts()

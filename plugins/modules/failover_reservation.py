@@ -1,10 +1,6 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: resilient.virt contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 DOCUMENTATION = r"""
 module: failover_reservation
@@ -28,7 +24,9 @@ author:
   - resilient.virt developers (!UNKNOWN)
 options:
   state:
-    description: V(present) reconciles, V(absent) removes this creator's reservations, V(evacuated) evacuates O(failed_hosts).
+    description:
+      - V(present) reconciles, V(absent) removes this creator's reservations, V(evacuated)
+        evacuates O(failed_hosts).
     type: str
     choices: [present, absent, evacuated]
     default: present
@@ -83,14 +81,13 @@ options:
     type: bool
     default: true
 extends_documentation_fragment:
+  - resilient.virt.attributes
   - resilient.virt.provider
   - resilient.virt.resilience
 attributes:
   check_mode:
-    support: full
     description: Computes and returns the plan (or the evacuation plan) without writing or moving anything.
   diff_mode:
-    support: full
     description: Shows the reservations (host and allocations) before and after.
 notes:
   - A creator's reservations are one record of the state store, so a cycle replaces them atomically
@@ -207,7 +204,7 @@ evacuation:
 
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, field_error
-from ansible_collections.resilient.virt.plugins.module_utils._failover import native_capacity
+from ansible_collections.resilient.virt.plugins.module_utils._failover import storage
 
 
 def _view(reservations):
@@ -234,9 +231,7 @@ class FailoverReservationModule(ResilientModule):
     )
 
     def run(self):
-        from ansible_collections.resilient.virt.plugins.module_utils._failover.storage import ReservationBook
-
-        self.book = ReservationBook(self.store, self.params["creator"])
+        self.book = storage.ReservationBook(self.store, self.params["creator"])
         self.opened = {}
         if self.params["state"] == "absent":
             return self._absent()
@@ -249,7 +244,8 @@ class FailoverReservationModule(ResilientModule):
 
         if self.params["hypervisors"] is not None:
             if self.params["all_providers"] or self.params.get("provider") is not None:
-                raise InvalidSpec("give the fleet either with hypervisors and vms, or through provider/all_providers, not both")
+                raise InvalidSpec("give the fleet either with hypervisors and vms, or through "
+                                  "provider/all_providers, not both")
             return Fleet.given(self.params["hypervisors"], self.params["vms"])
         self.opened = dict((ref, self.open_provider(ref)) for ref in self.provider_references())
         return Fleet.listed(sorted(self.opened.items(), key=lambda pair: str(pair[0])))
@@ -299,7 +295,7 @@ class FailoverReservationModule(ResilientModule):
         by_name = outcome.reservations_by_name()
         created = [by_name[name] for name in outcome.created if name in by_name]
         deleted = [deletion.reservation for deletion in outcome.deleted]
-        new_held, report = native_capacity.sync(created, deleted, self.opened, owners, held)
+        new_held, report = storage.sync(created, deleted, self.opened, owners, held)
         if new_held != held:
             self.book.save_held(new_held)
         return self._report_native(report)
@@ -307,7 +303,8 @@ class FailoverReservationModule(ResilientModule):
     def _report_native(self, report):
         """Warn about failed native holds or releases; the report, or None when nothing happened."""
         for error in report["errors"]:
-            self.warnings.append("could not %s capacity natively for %s: %s" % (error["action"], error["reservation"], error["error"]["message"]))
+            self.warnings.append("could not %s capacity natively for %s: %s"
+                                 % (error["action"], error["reservation"], error["error"]["message"]))
         return report if any(report.values()) else None
 
     def _absent(self):
@@ -319,7 +316,7 @@ class FailoverReservationModule(ResilientModule):
             if held:
                 refs = set(owners.get(res.host, "") for res in removed if res.name in held) - {""}
                 self.opened = dict((ref, self.open_provider(ref)) for ref in refs)
-                dummy, report = native_capacity.sync([], removed, self.opened, owners, held)
+                dummy, report = storage.sync([], removed, self.opened, owners, held)
                 native = self._report_native(report)
         result = dict(changed=bool(removed), removed=sorted(res.name for res in removed), reservations=[])
         if native:
@@ -337,7 +334,8 @@ class FailoverReservationModule(ResilientModule):
             fleet = Fleet.given(self.params["hypervisors"], self.params["vms"], check_hosts=False)
             known = set(hv.name for hv in fleet.hypervisors) | set(vm.host for vm in fleet.vms)
         else:
-            fleet = Fleet.given([], [dict(uuid=uuid, host=vm["hypervisor"], memory_mb=vm.get("memory_mb"), vcpus=vm.get("vcpus"))
+            fleet = Fleet.given([], [dict(uuid=uuid, host=vm["hypervisor"], memory_mb=vm.get("memory_mb"),
+                                          vcpus=vm.get("vcpus"))
                                      for uuid, vm in sorted(stored.definitions.items())], check_hosts=False)
             known = set(stored.owners) | set(vm.host for vm in fleet.vms)
         known |= set(res.host for res in stored.reservations)
@@ -345,7 +343,8 @@ class FailoverReservationModule(ResilientModule):
             if host not in known:
                 raise field_error(
                     "failed_hosts[%d]" % index,
-                    "%r is not a hypervisor of this fleet (known: %s); fix the name" % (host, ", ".join(sorted(known)) or "none"),
+                    "%r is not a hypervisor of this fleet (known: %s); fix the name"
+                    % (host, ", ".join(sorted(known)) or "none"),
                 )
         plan = plan_evacuation(self.params["failed_hosts"], fleet.vms, stored.reservations).to_dict()
         execute = self.params["execute"] and self.params["hypervisors"] is None
@@ -359,7 +358,7 @@ class FailoverReservationModule(ResilientModule):
         return result
 
     def _move(self, move, stored):
-        from ansible_collections.resilient.virt.plugins.module_utils._failover.execution import execute_move
+        from ansible_collections.resilient.virt.plugins.module_utils._failover.evacuation import execute_move
 
         definition = stored.definitions[move["vm"]]
         if move["to_host"] not in stored.owners:

@@ -1,10 +1,6 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: resilient.virt contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 DOCUMENTATION = r"""
 module: provider
@@ -32,14 +28,13 @@ options:
     type: bool
     default: true
 extends_documentation_fragment:
+  - resilient.virt.attributes
   - resilient.virt.provider
   - resilient.virt.resilience
 attributes:
   check_mode:
-    support: full
     description: Validation is read-only; V(reset) reports whether it would change the breaker.
   diff_mode:
-    support: full
     description: Shows the breaker before and after a reset.
 """
 
@@ -81,7 +76,9 @@ provider:
       description: What validation learnt (versions, host name); absent for O(state=reset).
       type: dict
 hypervisors:
-  description: Hypervisors of the provider with C(name), C(az), C(cpu), C(memory_mb), C(used_cpu), C(used_memory_mb), C(state) and C(traits).
+  description:
+    - Hypervisors of the provider with C(name), C(az), C(cpu), C(memory_mb), C(used_cpu),
+      C(used_memory_mb), C(state) and C(traits).
   returned: when O(list_hypervisors) and validation succeeded
   type: list
   elements: dict
@@ -117,12 +114,7 @@ class ProviderModule(ResilientModule):
         summary = dict(key=provider.key, type=provider.type_name, capabilities=sorted(provider.capabilities))
         result = dict(changed=False, provider=summary)
         if self.params["state"] == "reset":
-            breaker = provider.policy.breaker
-            before = breaker.snapshot()
-            result["changed"] = before["state"] != "closed" or before["consecutive_failures"] > 0
-            if result["changed"] and not self.check_mode:
-                breaker.reset()
-            after = dict(before, state="closed", consecutive_failures=0) if self.check_mode else breaker.snapshot()
+            result["changed"], before, after = provider.policy.breaker.set_state("closed", self.check_mode)
             if result["changed"] and self.diff_mode:
                 result["diff"] = dict(before=before, after=after)
             result.update(breaker=after, conditions=[runtime])

@@ -1,10 +1,6 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: resilient.virt contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 DOCUMENTATION = r"""
 module: vm
@@ -79,14 +75,13 @@ options:
     type: raw
     default: 60s
 extends_documentation_fragment:
+  - resilient.virt.attributes
   - resilient.virt.provider
   - resilient.virt.resilience
 attributes:
   check_mode:
-    support: full
     description: Returns the planned actions and the predicted VM; nothing is changed.
   diff_mode:
-    support: full
     description: Shows state, vCPUs and memory before and after.
 """
 
@@ -192,7 +187,9 @@ conditions:
   type: list
   elements: dict
 error:
-  description: On failure, the error's C(type) (such as V(InvalidSpec), V(Unavailable), V(BreakerOpen)), C(message) and C(details).
+  description:
+    - On failure, the error's C(type) (such as V(InvalidSpec), V(Unavailable), V(BreakerOpen)),
+      C(message) and C(details).
   returned: failure
   type: dict
 """
@@ -218,7 +215,7 @@ class VmModule(ResilientModule):
     )
 
     def run(self):
-        from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import parse_duration
+        from ansible_collections.resilient.virt.plugins.module_utils._convert import parse_duration
         from ansible_collections.resilient.virt.plugins.module_utils._vm.reconcile import reconcile
 
         params = self.params
@@ -255,9 +252,12 @@ class VmModule(ResilientModule):
         return [conditions.vm_ready(message)]
 
     def _failure_conditions(self, err):
-        ready = conditions.vm_validation_error(err) if isinstance(err, InvalidSpec) else conditions.vm_provider_error(err)
+        if isinstance(err, InvalidSpec):
+            ready = conditions.vm_validation_error(err)
+        else:
+            ready = conditions.vm_provider_error(err)
         found = [ready]
-        if not self.check_mode and self.params["state"] != "absent" and getattr(err, "during_create", False):
+        if not self.check_mode and self.params["state"] != "absent" and err.operation == "create":
             found.append(conditions.vm_create_failed(err))
         return found
 

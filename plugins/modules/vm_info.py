@@ -1,10 +1,6 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: resilient.virt contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 DOCUMENTATION = r"""
 module: vm_info
@@ -48,17 +44,21 @@ options:
   on_provider_error:
     description:
       - With several providers, what to do when one of them fails (unreachable, breaker open).
-      - V(fail) fails the task; V(warn) returns the VMs of the others, the error under RV(provider_errors) and a warning.
+      - V(fail) fails the task; V(warn) returns the VMs of the others, the error under
+        RV(provider_errors) and a warning.
     type: str
     choices: [fail, warn]
     default: fail
 extends_documentation_fragment:
+  - resilient.virt.attributes
   - resilient.virt.provider
   - resilient.virt.resilience
 attributes:
   check_mode:
-    support: full
     description: Read-only; runs the same in check mode.
+  diff_mode:
+    support: none
+    description: Only reads, so there is nothing to diff.
 """
 
 EXAMPLES = r"""

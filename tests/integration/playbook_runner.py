@@ -130,7 +130,8 @@ def run_playbook(tmp_path, plays, inventory=None, extra_vars=None, env=None, che
     """Write ``plays`` to ``tmp_path/<name>.yml`` and run ``ansible-playbook`` on it.
 
     ``inventory``: an inventory dict (default: localhost, local connection), written as YAML.
-    ``env``: extra environment variables; ``args``: extra command line arguments. A run longer than ``timeout`` seconds is killed and
+    ``env``: extra environment variables; ``args``: extra command line arguments. A run longer
+    than ``timeout`` seconds is killed and
     raises ``subprocess.TimeoutExpired``, so a hang fails the test instead of stalling it.
     """
     tmp_path = str(tmp_path)

@@ -69,14 +69,15 @@ def test_names_that_libvirt_would_mishandle_are_refused_before_any_call(lab, tmp
         run = run_playbook(tmp_path, [play(tasks, module_defaults=defaults)])
         after = _domains(lab)
         for path in canaries:
-            assert open(path).read() == "must survive\n", path
+            with open(path) as f:
+                assert f.read() == "must survive\n", path
     finally:
         for path in canaries:
             if os.path.exists(path):
                 os.unlink(path)
     assert sorted(after) == sorted(before), "a refused name created or removed a domain"
     assert "Traceback" not in run.output
-    for index, (name, why) in enumerate(names.items()):
+    for index, why in enumerate(names.values()):
         for state in ("present", "running", "absent"):
             result = run.task("%d %s" % (index, state))
             if state == "absent" and why == "whitespace":  # looking one up is allowed

@@ -112,7 +112,8 @@ def test_evacuation_moves_vms_of_a_killed_hypervisor(tmp_path, lab, lab_module, 
     defaults = {"state_store": "sqlite:///%s" % (tmp_path / "state.db"), "providers": providers}
     setup = [
         {"name": "create", "loop": names, "resilient.virt.vm": {
-            "provider": "hv1", "name": "{{ item }}", "vcpus": 1, "memory_mb": 64, "metadata": {"flavor": "web"}, "state": "running"}},
+            "provider": "hv1", "name": "{{ item }}", "vcpus": 1, "memory_mb": 64,
+            "metadata": {"flavor": "web"}, "state": "running"}},
         {"name": "reserve", FO: {
             "all_providers": True, "requirements": {"*": 1}, "creator": "evac", "limit_one_new_per_hypervisor": False}},
     ]
@@ -124,7 +125,8 @@ def test_evacuation_moves_vms_of_a_killed_hypervisor(tmp_path, lab, lab_module, 
 
     outage.stop("hv1")
     evacuate = [
-        {"name": "plan only", FO: {"creator": "evac", "state": "evacuated", "failed_hosts": ["hv1"]}, "check_mode": True},
+        {"name": "plan only", FO: {"creator": "evac", "state": "evacuated", "failed_hosts": ["hv1"]},
+         "check_mode": True},
         {"name": "evacuate", FO: {"creator": "evac", "state": "evacuated", "failed_hosts": ["hv1"]}},
         {"name": "evacuate again", FO: {"creator": "evac", "state": "evacuated", "failed_hosts": ["hv1"]}},
     ]
@@ -143,7 +145,8 @@ def test_evacuation_moves_vms_of_a_killed_hypervisor(tmp_path, lab, lab_module, 
         assert all(m["action"] == "none" for m in again["evacuation"]["moves"])
     finally:
         outage.start("hv1")
-        cleanup = [{"name": "delete on %s" % hv, "resilient.virt.vm": {"provider": hv, "name": "{{ item }}", "state": "absent"},
+        cleanup = [{"name": "delete on %s" % hv,
+                    "resilient.virt.vm": {"provider": hv, "name": "{{ item }}", "state": "absent"},
                     "loop": names} for hv in ("hv1", "hv3")]
         cleanup.append({"name": "drop", FO: {"creator": "evac", "state": "absent"}})
         run_playbook(tmp_path, [play(cleanup, module_defaults=defaults)], name="cleanup")
@@ -157,7 +160,8 @@ def test_evacuation_migrates_vsphere_vms(tmp_path, lab):
     setup = [
         {"name": "create", "loop": names, "resilient.virt.vm": {
             "name": "{{ item }}", "vcpus": 1, "memory_mb": 256, "metadata": {"flavor": "web"}, "state": "running"}},
-        {"name": "reserve", FO: {"requirements": {"web": 1}, "creator": "evac-vs", "limit_one_new_per_hypervisor": False}},
+        {"name": "reserve", FO: {"requirements": {"web": 1}, "creator": "evac-vs",
+                                 "limit_one_new_per_hypervisor": False}},
         {"name": "where", "resilient.virt.vm_info": {"filters": {"state": "running"}}},
     ]
     run = run_playbook(tmp_path, [play(setup, module_defaults=defaults)], name="vs-setup")

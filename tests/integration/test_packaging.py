@@ -18,7 +18,8 @@ def test_build_install_and_ansible_doc(tmp_path):
     assert tarballs == ["resilient-virt-0.1.0.tar.gz"]
 
     target = tmp_path / "collections"
-    installed = _run(["ansible-galaxy", "collection", "install", "--force", str(tmp_path / tarballs[0]), "-p", str(target)])
+    installed = _run(["ansible-galaxy", "collection", "install", "--force", str(tmp_path / tarballs[0]),
+                      "-p", str(target)])
     assert installed.returncode == 0, installed.stderr
     root = target / "ansible_collections" / "resilient" / "virt"
     assert (root / "plugins" / "modules" / "vm.py").is_file()

@@ -3,7 +3,7 @@
 Every play has its own SQLite state store in tmp_path, so breaker counts start from zero.
 """
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (
-    get_breaker_snapshot)
+    list_breakers)
 from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
 from playbook_runner import play, run_playbook
@@ -11,6 +11,10 @@ from playbook_runner import play, run_playbook
 PROVIDER = "resilient.virt.provider"
 CB = "resilient.virt.circuit_breaker"
 ONCE = {"retry_preset": "none"}
+
+
+def _snapshot(store, name):
+    return next((snap for snap in list_breakers(store) if snap["name"] == name), None)
 
 
 def _store_url(tmp_path):
@@ -99,7 +103,7 @@ def test_a_stopped_hypervisor_fails_the_health_check_and_counts_on_the_breaker(l
     assert result["ansible_facts"]["resilient_virt_breakers"]["libvirt:hv3"]["failures_total"] == 1
     store = open_store(url)
     try:
-        assert get_breaker_snapshot(store, "libvirt:hv3")["failures_total"] == 1
+        assert _snapshot(store, "libvirt:hv3")["failures_total"] == 1
     finally:
         store.close()
 
@@ -144,7 +148,7 @@ def test_reset_closes_an_open_breaker_with_check_mode_and_diff(lab, lab_module, 
     assert run.task("validate after reset")["breaker"]["state"] == "closed"
     store = open_store(url)
     try:
-        snapshot = get_breaker_snapshot(store, "libvirt:hv1")
+        snapshot = _snapshot(store, "libvirt:hv1")
         assert (snapshot["state"], snapshot["opened_total"]) == ("closed", 1)
     finally:
         store.close()

@@ -133,8 +133,11 @@ def test_errors_after_the_arguments_show_no_secret(lab, tmp_path, secrets):
     # the store file holds the breaker of vc and of the failed calls: no secret in it
     for run_name in ("human", "parsed"):
         path = str(tmp_path / (run_name + "-state.db"))
-        stored = b"".join(open(path + suffix, "rb").read() for suffix in ("", "-wal")
-                          if os.path.exists(path + suffix))
+        stored = b""
+        for name in (path, path + "-wal"):
+            if os.path.exists(name):
+                with open(name, "rb") as f:
+                    stored += f.read()
         assert b"breaker" in stored
         _assert_hidden(secrets, stored.decode("utf-8", "replace"))
 

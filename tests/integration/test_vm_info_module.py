@@ -59,7 +59,7 @@ def vms(lab, lab_module, tmp_path_factory):
         assert run.rc == 0, run
         yield dict((name, run.task(name)["vm"]) for name in VMS)
     finally:
-        for name, (hypervisor, dummy, dummy_tags) in VMS.items():
+        for name, (hypervisor, _dummy, _dummy_tags) in VMS.items():
             _remove(lab, name, hypervisor)
 
 

@@ -286,7 +286,7 @@ def test_through_registry_and_policy(own_sim, tmp_path):
         assert guarded.power(vm["name"], "on")["state"] == "running"
         guarded.delete(vm["name"])
         vcsim.stop(run_dir)
-        for dummy in range(2):
+        for _dummy in range(2):
             with pytest.raises(Unavailable):
                 guarded.list_vms()
         assert guarded.policy.breaker.snapshot()["state"] == "open"

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Stand-in for the get-pip.py that ansible-test bootstraps its virtual environments with.
 
@@ -7,9 +6,7 @@ registries cannot reach. It uses a copy in its cache when one is there, so `make
 this file there: it installs pip from the wheel bundled with Python (ensurepip), then installs the
 packages ansible-test asked for (such as a pinned pip) from the package index.
 """
-from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
 
 import subprocess
 import sys

@@ -1,3 +1,5 @@
+# Copyright: resilient.virt contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Evacuation plan: each VM on failed hosts gets one of its own reservations on a surviving host.
 
 No reservation is used twice. This is a bipartite matching (VMs to reservations) found with
@@ -6,9 +8,9 @@ largest memory first, then by uuid, and reservations by name; a VM placed earlie
 so when not all fit, the earlier ones win. The result is the same for the same input.
 """
 from dataclasses import dataclass, field
-from typing import List
 
-from ansible_collections.resilient.virt.plugins.module_utils._failover.resources import vm_fits
+from ansible_collections.resilient.virt.plugins.module_utils._failover.model import vm_fits
+from ansible_collections.resilient.virt.plugins.module_utils.errors import NotFound, NotSupported, VirtError
 
 __all__ = ("EvacuationPlan", "plan_evacuation")
 
@@ -17,9 +19,9 @@ __all__ = ("EvacuationPlan", "plan_evacuation")
 class EvacuationPlan:
     """``moves``: dicts vm, from_host, reservation, to_host; ``unplaced``: dicts vm, host, reason."""
 
-    failed_hosts: List[str]
-    moves: List[dict] = field(default_factory=list)
-    unplaced: List[dict] = field(default_factory=list)
+    failed_hosts: list[str]
+    moves: list[dict] = field(default_factory=list)
+    unplaced: list[dict] = field(default_factory=list)
 
     @property
     def complete(self):
@@ -44,7 +46,7 @@ def _augment(root, options, owner_of, choice_of):
             visited.add(res)
             owner = owner_of.get(res)
             if owner is None:
-                for (path_vm, dummy), path_res in zip(stack, taken + [res]):
+                for (path_vm, _dummy), path_res in zip(stack, taken + [res]):
                     choice_of[path_vm] = path_res
                     owner_of[path_res] = path_vm
                 return True
@@ -105,3 +107,64 @@ def _why_unplaced(vm, held, usable, failed):
         return "all its reservations are on failed hosts (%s)" % ", ".join(
             sorted(set(res.host for res in held)))
     return "none of its reservations on surviving hosts records it on %s or is large enough" % vm.host
+
+
+# -- Carry out an evacuation plan through the providers.
+# A move within one provider that can migrate (vSphere) relocates the VM to the reservation's host.
+# A move to another provider (libvirt: one provider per hypervisor) defines the VM on the target
+# from the definition recorded at the last reconcile cycle and starts it; that needs every disk to
+# be shared storage (a path the target reaches) or no disk at all. A move that is already done (the
+# VM runs on the target) is left alone, so running the evacuation again changes nothing.
+
+SPEC_KEYS = ("vcpus", "memory_mb", "interfaces", "boot", "metadata", "tags")
+DISK_KEYS = ("path", "bus", "format", "device")
+
+
+def recreate_spec(definition):
+    """The spec that defines ``definition`` (a VM dict) again elsewhere; NotSupported for local disks."""
+    local = [disk.get("path") for disk in definition.get("disks") or () if disk.get("size_gb") or not disk.get("path")]
+    if local:
+        raise NotSupported(
+            "%s has disks on its failed hypervisor's local storage (%s); only VMs on shared storage "
+            "or without disks can be started elsewhere" % (definition["name"], ", ".join(str(path) for path in local))
+        )
+    spec = dict((key, definition[key]) for key in SPEC_KEYS if definition.get(key) not in (None, [], {}))
+    spec["name"] = definition["name"]
+    disks = [dict((key, disk[key]) for key in DISK_KEYS if disk.get(key)) for disk in definition.get("disks") or ()]
+    if disks:
+        spec["disks"] = disks
+    return spec
+
+
+def _running_on(provider, name, host):
+    try:
+        vm = provider.describe(name)
+    except NotFound:
+        return None
+    return vm if vm.get("hypervisor") == host and vm.get("state") == "running" else False
+
+
+def execute_move(move, definition, source, target, check_mode):
+    """Carry out one move; returns its outcome dict (action and, on failure, error)."""
+    name, host = definition["name"], move["to_host"]
+    outcome = dict(move, name=name)
+    try:
+        same_provider = source is not None and source.key == target.key
+        if same_provider and "migrate" in target.capabilities:
+            done = _running_on(target, name, host)
+            outcome["action"] = "none" if done else "migrate"
+            if not done and not check_mode:
+                target.migrate(name, host)
+                if target.describe(name).get("state") != "running":
+                    target.power(name, "on")
+            return outcome
+        spec = recreate_spec(definition)
+        done = _running_on(target, name, host)
+        outcome["action"] = "none" if done else "recreate"
+        if done is None and not check_mode:
+            target.create(spec)
+        if not done and not check_mode:
+            target.power(name, "on")
+    except VirtError as err:
+        outcome.update(action="failed", error=err.to_dict())
+    return outcome

@@ -1,11 +1,10 @@
-# -*- coding: utf-8 -*-
 # Copyright: resilient.virt contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The fleet a reconcile cycle plans over: hypervisors and VMs, given or listed from providers."""
 import math
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
-from ansible_collections.resilient.virt.plugins.module_utils._failover.model import VM, Hypervisor
+from ansible_collections.resilient.virt.plugins.module_utils._failover.model import VM, Hypervisor, sizes_by_host
 
 FLAVOR_KEY = "flavor"
 CAPACITY_KEYS = ("cpu", "memory_mb", "used_cpu", "used_memory_mb")
@@ -49,7 +48,8 @@ class Fleet:
                 if vm.host not in known:
                     raise field_error(
                         "vms[%d].host" % index,
-                        "%r is not one of the hypervisors given in 'hypervisors'; add it there or fix the VM's host" % vm.host,
+                        "%r is not one of the hypervisors given in 'hypervisors'; add it there or fix "
+                        "the VM's host" % vm.host,
                     )
         return fleet
 
@@ -83,19 +83,15 @@ class Fleet:
 
     def with_capacity_held_by(self, reservations):
         """The hypervisors with ``reservations`` (of other creators) counted as used."""
-        held = {}
-        for res in reservations:
-            cpu, memory = held.get(res.host, (0, 0))
-            held[res.host] = (cpu + res.resources.get("cpu", 0), memory + res.resources.get("memory_mb", 0))
+        held = sizes_by_host(reservations)
         if not held:
             return self.hypervisors
+        by_host = sizes_by_host(self.vms)
         adjusted = []
         for hv in self.hypervisors:
             cpu, memory = held.get(hv.name, (0, 0))
             if cpu or memory:
-                on_host = [vm for vm in self.vms if vm.host == hv.name]
-                used_cpu = hv.used_cpu if hv.used_cpu is not None else sum(vm.vcpus or 0 for vm in on_host)
-                used_memory = hv.used_memory_mb if hv.used_memory_mb is not None else sum(vm.memory_mb or 0 for vm in on_host)
+                used_cpu, used_memory = hv.used(by_host)
                 hv = Hypervisor(hv.name, hv.az, hv.cpu, hv.memory_mb, hv.traits, used_cpu + cpu, used_memory + memory)
             adjusted.append(hv)
         return adjusted

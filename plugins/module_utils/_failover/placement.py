@@ -1,8 +1,113 @@
-"""Choosing the hypervisor for a new reservation, and explaining when none qualifies."""
-from ansible_collections.resilient.virt.plugins.module_utils._failover.traits import host_satisfies
+# Copyright: resilient.virt contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Where a VM's missing slots go: free room per host, which VMs a cycle serves, and the search.
 
-__all__ = ("HostPicker",)
+A cycle serves the VMs short of slots, largest first, in a rotating window; for each it offers
+the reservations of its zone most shared first, then a new reservation on the hypervisor with the
+most free room, and chooses the VM's missing slots together so an early choice does not strand
+a later one.
+"""
+import bisect
+from typing import NamedTuple
 
+from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import host_satisfies
+from ansible_collections.resilient.virt.plugins.module_utils._failover.model import (
+    VM, reservation_size, sizes_by_host)
+
+__all__ = ("CapacityLedger", "Need", "select_window", "ShareQueue", "HostPicker", "search_slots",
+           "BRANCH_LIMIT")
+
+
+# -- Free room per hypervisor: capacity minus its VMs minus every failover reservation on it.
+
+class CapacityLedger:
+    """Free (cpu, memory_mb) per known hypervisor, updated as reservations come and go.
+
+    A hypervisor's ``used_*`` counts its VMs; when None, the VMs listed on it are summed.
+    """
+
+    def __init__(self, hypervisors, vms, reservations):
+        by_host = sizes_by_host(vms)
+        self._free = {}
+        for hv in hypervisors:
+            used_cpu, used_mem = hv.used(by_host)
+            self._free[hv.name] = [hv.cpu - used_cpu, hv.memory_mb - used_mem]
+        for res in reservations:
+            self.take(res.host, *reservation_size(res.resources))
+
+    def free(self, host):
+        """(cpu, memory_mb) still free on ``host``; None for an unknown host."""
+        room = self._free.get(host)
+        return None if room is None else (room[0], room[1])
+
+    def take(self, host, cpu, memory_mb):
+        room = self._free.get(host)
+        if room is not None:
+            room[0] -= cpu
+            room[1] -= memory_mb
+
+    def give_back(self, host, cpu, memory_mb):
+        self.take(host, -cpu, -memory_mb)
+
+
+# -- Which VMs a cycle works on: those short of slots, largest memory first, in a rotating window.
+
+class Need(NamedTuple):
+    vm: VM
+    required: int
+    held: int
+
+
+def select_window(needs, max_vms, cycle):
+    """(selected, deferred) lists of needs.
+
+    Needs are ordered by memory (largest first), then uuid. With ``max_vms`` > 0 and more needs
+    than that, the window of ``max_vms`` starts at ``cycle * max_vms`` (wrapping), so consecutive
+    cycles walk the whole list and every VM is processed within ceil(len / max_vms) cycles.
+    """
+    ordered = sorted(needs, key=lambda n: (-(n.vm.memory_mb or 0), n.vm.uuid))
+    if max_vms <= 0 or len(ordered) <= max_vms:
+        return ordered, []
+    start = (cycle * max_vms) % len(ordered)
+    picked = set((start + i) % len(ordered) for i in range(max_vms))
+    selected = [n for i, n in enumerate(ordered) if i in picked]
+    deferred = [n for i, n in enumerate(ordered) if i not in picked]
+    return selected, deferred
+
+
+# -- Reservations of one zone ordered for reuse: most shared first, then by name.
+
+class ShareQueue:
+    """Buckets of names by member count; iteration walks the largest bucket first."""
+
+    def __init__(self):
+        self._size = {}
+        self._buckets = {}
+
+    def add(self, name, size):
+        self._size[name] = size
+        bisect.insort(self._buckets.setdefault(size, []), name)
+
+    def remove(self, name):
+        size = self._size.pop(name, None)
+        if size is None:
+            return
+        bucket = self._buckets[size]
+        del bucket[bisect.bisect_left(bucket, name)]
+        if not bucket:
+            del self._buckets[size]
+
+    def resize(self, name, size):
+        self.remove(name)
+        self.add(name, size)
+
+    def __iter__(self):
+        """Names in reuse order; do not change the queue while iterating."""
+        for size in sorted(self._buckets, reverse=True):
+            yield from self._buckets[size]
+
+
+# -- Choosing the hypervisor for a new reservation, and explaining when none qualifies.
 
 class HostPicker:
     """Picks, per zone, the hypervisor with the most free memory (then cpu, then name) that is
@@ -64,3 +169,45 @@ class HostPicker:
         parts = ", ".join("%d %s" % (n, key) for key, n in sorted(counts.items()))
         return ("no shareable reservation, and no hypervisor in zone %s can hold a new one of "
                 "%s vcpus / %s MiB (%s)" % (az, vm.vcpus, vm.memory_mb, parts))
+
+
+# -- Choosing a VM's missing slots together, so an early choice does not strand a later one.
+# Joining the most shared reservation first gives the VM many sharers, and constraint 5 then rules
+# out every reservation those sharers hold; the VM's last slot may find no room. The search tries
+# the choices in preference order, depth first, and keeps the first sequence that covers all the
+# missing slots (or the longest one found).
+
+BRANCH_LIMIT = 8
+"""Shared reservations offered per slot before the new-reservation option (bounds the search)."""
+
+
+def search_slots(missing, options, apply, undo):
+    """Longest sequence of at most ``missing`` options that can be applied one after another.
+
+    ``options()`` yields the choices for the next slot given what is applied so far, best first;
+    ``apply``/``undo`` change and restore that state. Everything is undone before returning.
+    """
+    best, chosen = [], []
+
+    def extend():
+        if len(chosen) > len(best):
+            best[:] = chosen
+        if len(chosen) == missing:
+            return True
+        if len(chosen) == missing - 1:
+            for option in options():
+                best[:] = chosen + [option]
+                return True
+            return False
+        for option in options():
+            apply(option)
+            chosen.append(option)
+            done = extend()
+            chosen.pop()
+            undo(option)
+            if done:
+                return True
+        return False
+
+    extend()
+    return best

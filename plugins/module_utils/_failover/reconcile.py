@@ -1,3 +1,5 @@
+# Copyright: resilient.virt contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """One reconcile cycle of failover reservations, as a pure function of its inputs.
 
 Steps, in order:
@@ -11,7 +13,7 @@ Steps, in order:
      ``max_vms_to_process`` per cycle in a rotating window): join the most shared eligible
      reservation in its zone, else create one on the hypervisor with the most free room, at
      most one new reservation per hypervisor per cycle unless that limit is off; a VM's missing
-     slots are chosen together (see slot_search) so an early choice does not strand a later one.
+     slots are chosen together (see placement.search_slots) so an early choice does not strand a later one.
      When they cannot all be found and the VM holds slots already, the slots it requires are
      searched for again as if it held none, its own reservations offered first; a full set
      found so is applied (the VM leaves the reservations the set does not keep, removal reason
@@ -21,36 +23,104 @@ The same inputs give the same result; ``now`` and ``cycle`` are inputs for that 
 """
 from dataclasses import replace
 
-from ansible_collections.resilient.virt.plugins.module_utils._conditions import (
-    READY, make_condition, set_condition)
-from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
-from ansible_collections.resilient.virt.plugins.module_utils._failover.capacity import CapacityLedger
-from ansible_collections.resilient.virt.plugins.module_utils._failover.cleanup import (
-    empty_reservations, stale_allocations)
-from ansible_collections.resilient.virt.plugins.module_utils._failover.eligibility import (
-    remove_ineligible)
-from ansible_collections.resilient.virt.plugins.module_utils._failover.graph import DependencyGraph
-from ansible_collections.resilient.virt.plugins.module_utils._failover.model import Reservation
-from ansible_collections.resilient.virt.plugins.module_utils._failover.naming import NameAllocator
-from ansible_collections.resilient.virt.plugins.module_utils._failover.placement import HostPicker
-from ansible_collections.resilient.virt.plugins.module_utils._failover.plan import (
-    CycleResult, Deletion, Removal, VMStatus)
-from ansible_collections.resilient.virt.plugins.module_utils._failover.requirements import (
-    required_count)
-from ansible_collections.resilient.virt.plugins.module_utils._failover.resources import (
-    reservation_size, vm_fits)
-from ansible_collections.resilient.virt.plugins.module_utils._failover.revalidation import (
-    find_problem, is_due)
-from ansible_collections.resilient.virt.plugins.module_utils._failover.selection import (
-    Need, select_window)
-from ansible_collections.resilient.virt.plugins.module_utils._failover.share_queue import ShareQueue
-from ansible_collections.resilient.virt.plugins.module_utils._failover.slot_search import (
-    BRANCH_LIMIT, search_slots)
-from ansible_collections.resilient.virt.plugins.module_utils._failover.timestamps import format_time
-from ansible_collections.resilient.virt.plugins.module_utils._failover.traits import (
-    host_satisfies, trait_needs)
+from ansible_collections.resilient.virt.plugins.module_utils._conditions import READY, make_condition, set_condition
+from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import (
+    DependencyGraph, host_satisfies, remove_ineligible, required_count, trait_needs)
+from ansible_collections.resilient.virt.plugins.module_utils._failover.model import (
+    CycleResult, Deletion, NameAllocator, Removal, Reservation, VMStatus, reservation_size,
+    resource_error, vm_fits)
+from ansible_collections.resilient.virt.plugins.module_utils._failover.placement import (
+    BRANCH_LIMIT, CapacityLedger, HostPicker, Need, ShareQueue, search_slots, select_window)
+from ansible_collections.resilient.virt.plugins.module_utils._time import format_time, parse_time
+from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
 
-__all__ = ("run_cycle", "ACTIVE_REASON", "EMPTY", "REPLACED")
+__all__ = ("stale_allocations", "empty_reservations", "is_due", "find_problem",
+           "INVALID_RESOURCES", "HOST_NOT_FOUND", "VM_DOES_NOT_FIT", "run_cycle", "ACTIVE_REASON",
+           "EMPTY", "REPLACED")
+
+
+# -- Allocations whose VM is gone or has moved, and reservations left empty.
+
+def stale_allocations(reservations, vm_hosts, running=None):
+    """Removals for allocations whose VM is gone or runs elsewhere than recorded.
+
+    ``vm_hosts`` maps the listed VMs to their host. A VM the list lacks but that a hypervisor
+    still reports running (``running``: uuid -> host) is kept while it runs on the recorded host.
+    """
+    running = running or {}
+    out = []
+    for res in reservations:
+        for uuid in sorted(res.allocations):
+            recorded = res.allocations[uuid]
+            current = vm_hosts.get(uuid)
+            if current is None:
+                current = running.get(uuid)
+            if current is None:
+                out.append(Removal(res.name, uuid, recorded, "VM no longer exists"))
+            elif current != recorded:
+                out.append(Removal(res.name, uuid, recorded,
+                                   "VM moved from %s to %s" % (recorded, current)))
+    return out
+
+
+def empty_reservations(reservations):
+    """Names of reservations without allocations, in input order."""
+    return [res.name for res in reservations if not res.allocations]
+
+
+# -- Periodic check that a reservation still serves every VM allocated to it.
+
+INVALID_RESOURCES = "InvalidResources"
+HOST_NOT_FOUND = "HostNotFound"
+VM_DOES_NOT_FIT = "VMDoesNotFit"
+
+
+def is_due(res, now, interval):
+    """True when never acknowledged, changed since, or acknowledged ``interval`` seconds ago."""
+    if res.acknowledged_at is None:
+        return True
+    acked = parse_time(res.acknowledged_at, "reservation %s acknowledged_at" % res.name)
+    if res.last_changed is not None and \
+            parse_time(res.last_changed, "reservation %s last_changed" % res.name) > acked:
+        return True
+    return now - acked >= interval
+
+
+def find_problem(res, hypervisor, vms_by_uuid, ledger):
+    """(reason, message) when ``res`` is invalid, else None.
+
+    Invalid: a resource key other than cpu/memory_mb; an unknown host; or an allocated VM that
+    now runs on that host, outgrew the reservation, left its zone, needs other traits, or would
+    not fit on the host with this reservation's own room given back (others stay blocked).
+    VMs missing from ``vms_by_uuid`` are not judged.
+    """
+    error = resource_error(res.resources)
+    if error:
+        return INVALID_RESOURCES, error
+    if hypervisor is None:
+        return HOST_NOT_FOUND, "host %s is not among the hypervisors" % res.host
+    free_cpu, free_mem = ledger.free(res.host)
+    held_cpu, held_mem = reservation_size(res.resources)
+    for uuid in sorted(res.allocations):
+        vm = vms_by_uuid.get(uuid)
+        if vm is None:
+            continue
+        if vm.host == res.host:
+            why = "now runs on the reservation's host"
+        elif not vm_fits(vm, res.resources):
+            why = "needs %s vcpus and %s MiB, more than the reservation holds" % (
+                vm.vcpus, vm.memory_mb)
+        elif vm.az and vm.az != hypervisor.az:
+            why = "is in zone %s, the host in %s" % (vm.az, hypervisor.az)
+        elif not host_satisfies(hypervisor.traits, trait_needs(vm.extra_specs)):
+            why = "needs traits the host does not match"
+        elif (vm.vcpus or 0) > free_cpu + held_cpu or (vm.memory_mb or 0) > free_mem + held_mem:
+            why = "would not fit on host %s any more" % res.host
+        else:
+            continue
+        return VM_DOES_NOT_FIT, "VM %s %s" % (uuid, why)
+    return None
+
 
 ACTIVE_REASON = "ReservationActive"
 ACTIVE_MESSAGE = "Failover reservation is active and ready"
@@ -64,8 +134,8 @@ def _unique(items, key, what):
     for index, item in enumerate(items):
         name = getattr(item, key)
         if name in seen:
-            raise InvalidSpec("%s[%d].%s: %r is used twice (also at index %d); every %s must be unique"
-                              % (what, index, key, name, seen[name], key))
+            raise field_error("%s[%d].%s" % (what, index, key), "%r is used twice (also at index %d); "
+                              "every %s must be unique" % (name, seen[name], key))
         seen[name] = index
     return {getattr(item, key): item for item in items}
 

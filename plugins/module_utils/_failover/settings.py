@@ -1,10 +1,9 @@
 """Settings of the failover reconcile cycle, checked with errors that name the option."""
 from dataclasses import dataclass, field
-from typing import Dict
 
-from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import parse_duration
-from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, field_error
-from ansible_collections.resilient.virt.plugins.module_utils._failover.requirements import (
+from ansible_collections.resilient.virt.plugins.module_utils._convert import parse_duration
+from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
+from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import (
     validate_requirements)
 
 __all__ = ("FailoverSettings", "DEFAULT_REVALIDATION_INTERVAL", "DEFAULT_CREATOR")
@@ -19,7 +18,7 @@ class FailoverSettings:
     ``revalidation_interval``: seconds between checks of an acknowledged reservation;
     ``limit_one_new_per_hypervisor``: at most one new reservation per hypervisor per cycle."""
 
-    requirements: Dict[str, int] = field(default_factory=dict)
+    requirements: dict[str, int] = field(default_factory=dict)
     max_vms_to_process: int = 0
     revalidation_interval: float = DEFAULT_REVALIDATION_INTERVAL
     limit_one_new_per_hypervisor: bool = True
@@ -37,8 +36,7 @@ class FailoverSettings:
                  "limit_one_new_per_hypervisor", "creator")
         unknown = sorted(k for k in data if k not in known)
         if unknown:
-            raise InvalidSpec("%s%s is not a setting; use one of %s"
-                              % (at, unknown[0], ", ".join(known)))
+            raise field_error(at + unknown[0], "is not a setting; use one of %s" % ", ".join(known))
         out = cls(requirements=validate_requirements(data.get("requirements"), at + "requirements"))
         max_vms = data.get("max_vms_to_process", 0)
         if isinstance(max_vms, bool) or not isinstance(max_vms, int) or max_vms < 0:
@@ -49,13 +47,13 @@ class FailoverSettings:
             name = at + "revalidation_interval"
             out.revalidation_interval = parse_duration(data["revalidation_interval"], name)
             if out.revalidation_interval < 0:
-                raise InvalidSpec("%s: must not be negative, e.g. 30m" % name)
+                raise field_error(name, "must not be negative, e.g. 30m")
         limit = data.get("limit_one_new_per_hypervisor", True)
         if not isinstance(limit, bool):
-            raise InvalidSpec("%slimit_one_new_per_hypervisor: must be true or false" % at)
+            raise field_error(at + "limit_one_new_per_hypervisor", "must be true or false")
         out.limit_one_new_per_hypervisor = limit
         creator = data.get("creator", DEFAULT_CREATOR)
         if not isinstance(creator, str) or not creator:
-            raise InvalidSpec("%screator: must be a non-empty string" % at)
+            raise field_error(at + "creator", "must be a non-empty string")
         out.creator = creator
         return out

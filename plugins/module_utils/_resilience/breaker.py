@@ -23,10 +23,11 @@ import math
 import os
 import time
 
+from ansible_collections.resilient.virt.plugins.module_utils._time import format_time
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     BreakerOpen, InvalidSpec, classify, counts_against_breaker, redact)
 
-__all__ = ("CircuitBreaker", "Permit", "list_breakers", "get_breaker_snapshot", "NAMESPACE")
+__all__ = ("CircuitBreaker", "Permit", "list_breakers", "NAMESPACE")
 
 NAMESPACE = "breaker"
 DEFAULT_PROBE_LEASE = 240.0
@@ -66,7 +67,7 @@ def _epoch(value, now):
 
 
 def _utc(epoch):
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(_epoch(epoch, time.time())))
+    return format_time(_epoch(epoch, time.time()))
 
 
 def _advance(current, now):
@@ -139,6 +140,11 @@ class CircuitBreaker:
         rec.update(state="open", opened_at=now, half_open_at=now + self.reset_timeout,
                    opened_total=rec["opened_total"] + 1, probes={}, probe_successes=0)
 
+    @staticmethod
+    def _close(rec, now):
+        rec.update(state="closed", consecutive_failures=0, opened_at=None, half_open_at=None,
+                   probes={}, probe_successes=0)
+
     def before_call(self, timeout=None, lease=None):
         """A Permit for one call, or BreakerOpen (counted in rejected_total).
 
@@ -207,10 +213,11 @@ class CircuitBreaker:
             rec["failures_total"] += 1
             rec["consecutive_failures"] += 1
             rec["last_error"] = last
-            if permit.probe is not None and rec["probes"].pop(permit.probe, None) is not None:
-                self._open(rec, now)
-            elif rec["state"] == "closed" and \
-                    rec["consecutive_failures"] >= self.failure_threshold:
+            failed_probe = permit.probe is not None and \
+                rec["probes"].pop(permit.probe, None) is not None
+            too_many = rec["state"] == "closed" and \
+                rec["consecutive_failures"] >= self.failure_threshold
+            if failed_probe or too_many:
                 self._open(rec, now)
         self._change(failure, timeout)
 
@@ -225,23 +232,36 @@ class CircuitBreaker:
 
     def reset(self):
         """Close now; the failure streak is cleared, the totals are kept."""
-        self._change(lambda rec, now: rec.update(
-            state="closed", consecutive_failures=0, opened_at=None, half_open_at=None, probes={},
-            probe_successes=0))
+        self._change(self._close)
 
     def force_open(self):
         """Open now (opened_at = now); it half-opens after reset_timeout like any open breaker."""
         self._change(self._open)
 
+    def set_state(self, wanted, check_mode=False):
+        """Close (``closed``: :meth:`reset`) or open (``open``: :meth:`force_open`) the breaker
+        as an operator asks; returns (changed, before, after) snapshots.
+
+        Closing changes a breaker that is not closed or has failures in a row; opening one that
+        is not open. In check mode ``after`` is predicted by the same change, nothing is written.
+        """
+        change = {"closed": self._close, "open": self._open}[wanted]
+        current, now = self.store.get(NAMESPACE, self.name), self.store.now()
+        before = _view(self.name, current, now, self._config)
+        changed = before["state"] != wanted or (
+            wanted == "closed" and before["consecutive_failures"] > 0)
+        if not changed:
+            return False, before, before
+        if not check_mode:
+            self._change(change)
+            return True, before, self.snapshot()
+        rec = _advance(current, now)
+        change(rec, now)
+        return True, before, _view(self.name, rec, now, self._config)
+
     def snapshot(self):
         return _view(self.name, self.store.get(NAMESPACE, self.name), self.store.now(),
                      self._config)
-
-
-def get_breaker_snapshot(store, name):
-    """Snapshot of the breaker ``name`` as last written, or None if it never changed."""
-    current = store.get(NAMESPACE, name)
-    return None if current is None else _view(name, current, store.now(), {})
 
 
 def list_breakers(store):

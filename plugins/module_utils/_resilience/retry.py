@@ -1,6 +1,7 @@
 """Retry loop with exponential backoff and jitter, bounded by attempts and a deadline.
 
-Built on tenacity, which is imported only when a loop runs. Rules:
+Built on tenacity (imported only when a loop runs): its ``stop_after_attempt``,
+``wait_exponential`` and ``retry_if_exception``, with the deadline and jitter added. Rules:
 
 * only errors that :func:`errors.classify` marks retryable are retried; BreakerOpen and every
   other non-retryable error are raised at once;
@@ -50,21 +51,30 @@ class Attempt:
             self.number, self.is_last, self.at_deadline)
 
 
+def _exponential(settings):
+    import tenacity
+
+    return tenacity.wait_exponential(multiplier=settings.base_delay, exp_base=settings.multiplier,
+                                     max=settings.max_delay)
+
+
+class _Number:
+    """What tenacity's strategies read of a retry state: the attempt number."""
+
+    def __init__(self, attempt_number):
+        self.attempt_number = attempt_number
+
+
 def backoff_delay(number, settings):
     """Wait before attempt ``number + 1`` without jitter: capped exponential backoff."""
-    try:
-        delay = settings.base_delay * settings.multiplier ** (number - 1)
-    except OverflowError:
-        delay = settings.max_delay
-    return min(settings.max_delay, delay)
+    return _exponential(settings)(_Number(number))
 
 
 class _Loop:
-    """State shared by the tenacity callbacks of one run_with_retry call."""
+    """One run_with_retry call: the attempt in progress and the last failure, classified once."""
 
     def __init__(self, fn, settings, deadline, on_retry, classifiers):
         self.fn = fn
-        self.settings = settings
         self.max_attempts = max(1, int(settings.max_attempts))
         self.deadline = deadline
         self.on_retry = on_retry
@@ -86,27 +96,38 @@ class _Loop:
             self.failed = (exc, classify(exc, self.classifiers))
         return self.failed[1]
 
-    def retry(self, state):
-        exc = state.outcome.exception() if state.outcome.failed else None
+    def retryable(self, exc):
         return isinstance(exc, Exception) and self.classified(exc).retryable
-
-    def stop(self, state):
-        return self.current.is_last or self.deadline.expired()
-
-    def wait(self, state):
-        backoff = backoff_delay(self.current.number, self.settings)
-        delay = backoff + random.uniform(0.0, JITTER * backoff)
-        retry_after = self.failed[1].retry_after
-        if retry_after is not None:
-            delay = max(delay, retry_after)
-        remaining = self.deadline.remaining()
-        self.next_at_deadline = remaining is not None and delay >= remaining
-        self.delay = remaining if self.next_at_deadline else delay
-        return self.delay
 
     def before_sleep(self, state):
         if self.on_retry is not None:
             self.on_retry(self.current, self.failed[1], self.delay)
+
+
+def _strategies(loop, settings):
+    """tenacity's stop, wait and retry for ``loop``: attempts or the deadline stop it; the wait
+    is tenacity's capped exponential plus jitter, at least ``retry_after``, never past the
+    deadline; only retryable errors are retried."""
+    import tenacity
+
+    class _AtDeadline(tenacity.stop.stop_base):
+        def __call__(self, state):
+            return loop.current.at_deadline or loop.deadline.expired()
+
+    class _Backoff(tenacity.wait.wait_base):
+        def __call__(self, state):
+            backoff = backoff_delay(state.attempt_number, settings)
+            delay = backoff + random.uniform(0.0, JITTER * backoff)
+            retry_after = loop.failed[1].retry_after
+            if retry_after is not None:
+                delay = max(delay, retry_after)
+            remaining = loop.deadline.remaining()
+            loop.next_at_deadline = remaining is not None and delay >= remaining
+            loop.delay = remaining if loop.next_at_deadline else delay
+            return loop.delay
+
+    return dict(stop=tenacity.stop_after_attempt(loop.max_attempts) | _AtDeadline(),
+                wait=_Backoff(), retry=tenacity.retry_if_exception(loop.retryable))
 
 
 def run_with_retry(fn, settings, deadline=None, sleep=time.sleep, on_retry=None, classifiers=()):
@@ -120,8 +141,8 @@ def run_with_retry(fn, settings, deadline=None, sleep=time.sleep, on_retry=None,
     import tenacity
 
     loop = _Loop(fn, settings, deadline or Deadline(), on_retry, tuple(classifiers))
-    retrying = tenacity.Retrying(sleep=sleep, stop=loop.stop, wait=loop.wait, retry=loop.retry,
-                                 before_sleep=loop.before_sleep, reraise=True)
+    retrying = tenacity.Retrying(sleep=sleep, before_sleep=loop.before_sleep, reraise=True,
+                                 **_strategies(loop, settings))
     try:
         return retrying(loop.call)
     except Exception as exc:
@@ -131,4 +152,4 @@ def run_with_retry(fn, settings, deadline=None, sleep=time.sleep, on_retry=None,
             raise
         if err.cause is exc:
             raise err from exc
-        raise err
+        raise err  # noqa: B904 - err is inside exc's own chain; linking them again would loop

@@ -18,15 +18,18 @@ Defaults worth knowing:
 """
 import math
 import os
-import re
+
 from collections import namedtuple
 from dataclasses import asdict, dataclass, field
 
-from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, redact
+from ansible_collections.resilient.virt.plugins.module_utils._convert import (
+    MAX_DURATION, format_duration, parse_duration, to_float, to_int)
+from ansible_collections.resilient.virt.plugins.module_utils.errors import (
+    InvalidSpec, field_error, field_errors, redact)
 
 __all__ = ("OPERATION_CLASSES", "RETRY_PRESETS", "SETTINGS", "Setting", "ResilienceSettings",
-           "RetrySettings", "BreakerSettings", "RateLimitSettings", "parse_duration",
-           "resolve_settings", "OPTION", "ENV_PREFIX")
+           "RetrySettings", "BreakerSettings", "RateLimitSettings",
+           "resolve_settings", "option_spec", "OPTION", "ENV_PREFIX")
 
 OPTION = "resilience"
 ENV_PREFIX = "RESILIENT_VIRT_"
@@ -45,7 +48,6 @@ path; ``env``: environment variable; ``kind``: duration|int|float|str|choice; ``
 ``maximum``: the valid range (None = no numeric check)."""
 
 _D = RETRY_PRESETS["default"]
-MAX_DURATION = 7 * 24 * 3600.0  # longer waits and limits are mistakes (and overflow clocks)
 _DAY = 24 * 3600.0
 _HOUR = 3600.0
 
@@ -63,7 +65,8 @@ SETTINGS = (
        option="state_store"),
     _s("retry_preset", "RETRY_PRESET", "default", "choice", (None, None),
        "Named retry numbers: " + "; ".join(
-           "%s (%d attempts, %gs base, %gs cap, x%g)" % (name, p["max_attempts"], p["base_delay"], p["max_delay"], p["multiplier"])
+           "%s (%d attempts, %gs base, %gs cap, x%g)"
+           % (name, p["max_attempts"], p["base_delay"], p["max_delay"], p["multiplier"])
            for name, p in RETRY_PRESETS.items()) + ". Explicit retry settings override it."),
     _s("max_attempts", "RETRY_MAX_ATTEMPTS", _D["max_attempts"], "int", (1, 100),
        "Attempts per call, the first included (1 = no retry). Default from retry_preset."),
@@ -103,10 +106,22 @@ SETTINGS = (
        "call's deadline. A store that does not answer in time fails the task as Unavailable."),
 )
 _BY_KEY = {s.key: s for s in SETTINGS}
-_RETRY_KEYS = ("max_attempts", "base_delay", "max_delay", "multiplier")
 _POSITIVE = frozenset(("timeout_describe", "timeout_mutating", "timeout_validate",
                        "timeout_task_status", "store_timeout"))
 OPTION_KEYS = tuple(s.key for s in SETTINGS if s.option.startswith(OPTION + "."))
+_OPTION_TYPES = {"int": "int", "float": "float", "duration": "raw", "duration?": "raw",
+                 "str": "str", "choice": "str"}
+
+
+def option_spec():
+    """Ansible argument spec of the ``resilience`` option's suboptions, from :data:`SETTINGS`."""
+    spec = {}
+    for setting in SETTINGS:
+        if setting.key in OPTION_KEYS:
+            spec[setting.key] = {"type": _OPTION_TYPES[setting.kind]}
+            if setting.kind == "choice":
+                spec[setting.key]["choices"] = list(RETRY_PRESETS)
+    return spec
 
 RetrySettings = namedtuple("RetrySettings", "max_attempts base_delay max_delay multiplier")
 BreakerSettings = namedtuple("BreakerSettings",
@@ -170,68 +185,24 @@ class ResilienceSettings:
         return out
 
 
-_DURATION = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?$", re.IGNORECASE)
-_UNIT = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION_HELP = "use seconds (30, 1.5) or a number with unit ms, s, m or h (250ms, 30s, 4m, 1h)"
-
-
 def _invalid(name, message):
-    return InvalidSpec(message, details={"errors": [{"path": name, "message": message}]})
-
-
-def parse_duration(value, name, maximum=MAX_DURATION, minimum=0.0):
-    """Seconds (float) from 30, 1.5, "30", "250ms", "30s", "4m", "1h"; InvalidSpec naming ``name``.
-
-    Values below ``minimum`` or above ``maximum`` (7 days by default) are refused; None skips
-    that check.
-    """
-    seconds = None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
-    elif isinstance(value, str):
-        match = _DURATION.match(value.strip())
-        if match:
-            seconds = float(match.group(1)) * _UNIT[(match.group(2) or "").lower() or None]
-    if seconds is None or not math.isfinite(seconds):
-        raise _invalid(name, "%s=%r is not a duration; %s" % (name, value, _DURATION_HELP))
-    if minimum is not None and seconds < minimum:
-        raise _invalid(name, "%s=%r must be at least %g; %s" % (name, value, minimum,
-                                                               _DURATION_HELP))
-    if maximum is not None and seconds > maximum:
-        raise _invalid(name, "%s=%r is longer than the %s allowed; give a shorter duration"
-                       % (name, value, _format_duration(maximum)))
-    return seconds
-
-
-def _format_duration(seconds):
-    for unit, size in (("d", 86400.0), ("h", 3600.0), ("m", 60.0)):
-        if seconds >= size and seconds % size == 0:
-            return "%g%s" % (seconds / size, unit)
-    return "%gs" % seconds
+    return field_error(name, message)
 
 
 def _parse_int(value, name, example):
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, str) and re.match(r"^\s*[-+]?\d+\s*$", value):
-        value = int(value)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise _invalid(name, "%s=%r is not a whole number; set it to e.g. %s" % (name, value, example))
-    return value
+    try:
+        return to_int(value)
+    except ValueError:
+        raise _invalid(name, "%s=%r is not a whole number; set it to e.g. %s"
+                       % (name, value, example)) from None
 
 
 def _parse_float(value, name, example):
-    number = None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        number = float(value)
-    elif isinstance(value, str):
-        try:
-            number = float(value.strip())
-        except ValueError:
-            pass
-    if number is None or not math.isfinite(number):
-        raise _invalid(name, "%s=%r is not a number; set it to e.g. %s" % (name, value, example))
-    return number
+    try:
+        return to_float(value)
+    except ValueError:
+        raise _invalid(name, "%s=%r is not a number; set it to e.g. %s"
+                       % (name, value, example)) from None
 
 
 _EXAMPLES = {"deadline": "10m", "rate_limit_qps": 10, "rate_limit_burst": 10}
@@ -275,7 +246,7 @@ def _parse(setting, value, name):
                        % (name, value, low, _example(setting)))
     high = setting.maximum
     if high is not None and number > high:
-        shown = _format_duration(high) if kind in ("duration", "duration?") else "%g" % high
+        shown = format_duration(high) if kind in ("duration", "duration?") else "%g" % high
         raise _invalid(name, "%s=%r must be at most %s; set it to e.g. %s"
                        % (name, value, shown, _example(setting)))
     if kind == "duration?" and number == 0:
@@ -356,6 +327,5 @@ def resolve_settings(resilience_option=None, environ=None, state_store=None):
         errors.append({"path": name, "message": "%s=%r must be at least 1 when rate_limit_qps is "
                        "more than 0; set it to e.g. 10" % (name, raw)})
     if errors:
-        message = "; ".join(e["message"] for e in errors)
-        raise InvalidSpec(message, details={"errors": errors})
+        raise field_errors(errors)
     return ResilienceSettings(sources=sources, **values)

@@ -52,7 +52,7 @@ class RedisStore(StateStore):
         except ValueError as exc:
             raise InvalidSpec("state_store %s is not a valid Redis URL (%s); expected "
                               "redis://[:password@]host:port/db or rediss://..."
-                              % (self.url, redact(exc)))
+                              % (self.url, redact(exc))) from exc
 
     @staticmethod
     def _index(namespace):
@@ -77,17 +77,17 @@ class RedisStore(StateStore):
         except Timeout as exc:
             self._client.connection_pool.disconnect()  # ends the abandoned operation's wait
             raise self.fail("did not answer within %gs; check the server, or raise "
-                            "resilience.store_timeout" % limit, exc)
+                            "resilience.store_timeout" % limit, exc) from exc
         except redis.exceptions.AuthenticationError as exc:
             raise Unauthorized("state store %s rejected the credentials (%s); fix the password "
-                               "in state_store" % (self.url, redact(exc)), cause=exc)
+                               "in state_store" % (self.url, redact(exc)), cause=exc) from exc
         except redis.exceptions.RedisError as exc:
             if "CERTIFICATE_VERIFY_FAILED" in str(exc):
                 raise Unauthorized("state store %s: TLS certificate verification failed (%s); "
                                    "connect by a name the certificate lists, and add "
                                    "?ssl_ca_certs=/path/ca.pem to the URL to trust a private CA"
-                                   % (self.url, redact(exc)), cause=exc)
-            raise self.fail("is unavailable: %s: %s" % (type(exc).__name__, redact(exc)), exc)
+                                   % (self.url, redact(exc)), cause=exc) from exc
+            raise self.fail("is unavailable: %s: %s" % (type(exc).__name__, redact(exc)), exc) from exc
 
     def get(self, namespace, key, timeout=None):
         raw = self._run(lambda: self._client.get(self._key(namespace, key)), timeout)

@@ -137,9 +137,9 @@ class SQLiteStore(StateStore):
             raise InvalidSpec(
                 "state_store %s: cannot use the SQLite database (%s: %s); point state_store or "
                 "RESILIENT_VIRT_STATE_STORE at a writable file" % (self.url, type(exc).__name__, exc),
-                cause=exc)
+                cause=exc) from exc
         except sqlite3.Error as exc:
-            raise self._failure(exc, limit)
+            raise self._failure(exc, limit) from exc
         _CONNECTIONS[self.path] = conn
         self.closed = False
         return conn
@@ -175,7 +175,7 @@ class SQLiteStore(StateStore):
             db.execute("PRAGMA busy_timeout = %d" % max(1, int(left * 1000)))
             return work(db)
         except sqlite3.Error as exc:
-            raise self._failure(exc, limit)
+            raise self._failure(exc, limit) from exc
         finally:
             conn.lock.release()
 

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: resilient.virt contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Bring one VM to a wanted state through a provider: plan first, then act (or only plan).
@@ -10,11 +9,10 @@ for: the VM is read again and the rest is planned afresh, so an idempotent reque
 its work done by someone else succeeds without a change. A refusal with the VM unchanged is a
 real conflict and fails the task.
 """
-from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
 
-from ansible_collections.resilient.virt.plugins.module_utils.errors import Conflict, InvalidSpec, NotFound, Timeout, VirtError
+from ansible_collections.resilient.virt.plugins.module_utils.errors import (
+    Conflict, NotFound, Timeout, VirtError, field_error, field_errors)
 
 STATES = ("present", "absent", "running", "stopped", "restarted")
 SPEC_FIELDS = ("vcpus", "memory_mb", "disks", "interfaces", "boot", "metadata", "tags")
@@ -37,23 +35,23 @@ def plan(current, state, spec):
     reboot. The plan is pure, so check mode can return it without touching the provider.
     """
     if state not in STATES:
-        raise InvalidSpec("state must be one of %s, not %r" % (", ".join(STATES), state))
+        raise field_error("state", "must be one of %s, not %r" % (", ".join(STATES), state))
     if state == "absent":
         return [("delete", {})] if current is not None else []
     actions = []
     if current is None:
         missing = [field for field in ("vcpus", "memory_mb") if spec.get(field) is None]
         if missing:
-            raise InvalidSpec(
-                "the VM does not exist and %s %s needed to create it; set them or use state=absent"
-                % (" and ".join(missing), "is" if len(missing) == 1 else "are"),
-                details={"errors": [{"path": field, "message": "required to create the VM"} for field in missing]},
+            raise field_errors(
+                [{"path": field, "message": "required to create the VM"} for field in missing],
+                "the VM does not exist; set %s or use state=absent" % " and ".join(missing),
             )
         actions.append(("create", {}))
         power = "stopped"
     else:
         changes = dict(
-            (field, spec[field]) for field in RECONFIGURABLE if spec.get(field) is not None and spec[field] != current.get(field)
+            (field, spec[field]) for field in RECONFIGURABLE
+            if spec.get(field) is not None and spec[field] != current.get(field)
         )
         if changes:
             actions.append(("reconfigure", changes))
@@ -129,13 +127,13 @@ def _converge(provider, name, state, spec, current, actions, force, shutdown_tim
                     done.append(verb)
             return vm, done
         except (Conflict, NotFound) as err:
-            err.during_create = verb == "create"
+            err.operation = verb
             vm = describe_or_none(provider, name)
             if _view(vm) == before:  # nobody else moved it: a real conflict
                 raise
             actions = plan(vm, state, spec)
         except VirtError as err:
-            err.during_create = verb == "create"
+            err.operation = verb
             raise
     if actions:
         raise Conflict("%s kept changing under this task (%d rounds); run it again" % (name, MAX_REPLANS))
@@ -162,5 +160,5 @@ def _apply(provider, name, verb, arguments, spec, force, shutdown_timeout):
                 "%s did not shut down within the shutdown timeout; set force=true to power it off "
                 "or raise shutdown_timeout" % name,
                 cause=err,
-            )
+            ) from err
         return provider.power(name, "off")

@@ -22,7 +22,7 @@ platform would refuse or mishandle never reaches it. Error messages are scrubbed
 provider's secrets before the breaker records them and the caller sees them.
 """
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    InvalidSpec, NotFound, Timeout, VirtError)
+    NotFound, Timeout, VirtError, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.policy import Policy
 
 __all__ = ("GuardedProvider", "OPERATION_CLASS")
@@ -173,7 +173,7 @@ class GuardedProvider:
             return self._call("power", arguments, look)
         limit = self.policy.settings.timeout_for("mutating")
         if timeout is not None and timeout >= limit:
-            raise InvalidSpec("the shutdown timeout (%gs) must be shorter than the time limit of a "
+            raise field_error("shutdown_timeout", "%gs must be shorter than the time limit of a "
                               "changing call, resilience.timeout_mutating (%gs); lower the first "
                               "or raise the second" % (timeout, limit))
         self.provider.require("power")

@@ -14,7 +14,8 @@ separated) or passed as ``plugins`` are registered for every provider.
 import importlib
 import os
 
-from ansible_collections.resilient.virt.plugins.module_utils.errors import Internal, InvalidSpec
+from ansible_collections.resilient.virt.plugins.module_utils.errors import (
+    Internal, InvalidSpec, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import Provider
 
 __all__ = ("BUILTIN_BACKENDS", "ENTRY_POINT_GROUP", "PLUGINS_ENV", "plugin_manager",
@@ -65,9 +66,8 @@ def plugin_manager(plugins=(), environ=None):
         try:
             plugin = _load_object(reference)
         except (ImportError, AttributeError) as exc:
-            raise InvalidSpec("%s: cannot load plugin %r (%s: %s); fix or remove it"
-                              % (PLUGINS_ENV, reference, type(exc).__name__, exc),
-                              cause=exc) from exc
+            raise field_error(PLUGINS_ENV, "cannot load plugin %r (%s: %s); fix or remove it"
+                              % (reference, type(exc).__name__, exc), cause=exc) from exc
         _register(manager, plugin)
     return manager
 
@@ -93,20 +93,23 @@ def _entry_point_label(entry_point):
 
 
 def _load_plugins(manager, type_name):
-    """Register the plugin(s) that may implement ``type_name``."""
+    """Register the plugin(s) that may implement ``type_name``; return the group's entry points.
+
+    Third-party plugins load through pluggy's ``load_setuptools_entrypoints``: the entry point
+    named like the type, else every entry point of the group.
+    """
     if type_name in BUILTIN_BACKENDS:
         _register(manager, BUILTIN_BACKENDS[type_name]())
         return []
     entry_points = installed_entry_points()
-    named = [ep for ep in entry_points if ep.name == type_name]
-    for entry_point in named or entry_points:
-        try:
-            plugin = entry_point.load()
-        except Exception as exc:
-            raise Internal("provider plugin %s (entry point %s = %s) failed to load: %s: %s"
-                           % (_entry_point_label(entry_point), ENTRY_POINT_GROUP,
-                              entry_point.value, type(exc).__name__, exc), cause=exc) from exc
-        _register(manager, plugin)
+    try:
+        if not manager.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=type_name):
+            manager.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    except Exception as exc:
+        raise Internal("a provider plugin of the entry point group %s failed to load (%s: %s); "
+                       "installed: %s" % (ENTRY_POINT_GROUP, type(exc).__name__, exc, ", ".join(
+                           "%s = %s" % (_entry_point_label(ep), ep.value) for ep in entry_points)),
+                       cause=exc) from exc
     return entry_points
 
 
@@ -143,8 +146,7 @@ def provider_class(type_name, manager=None):
         message = "provider.type is required; " + known
     else:
         message = "provider.type=%r is not a known provider type; %s" % (type_name, known)
-    raise InvalidSpec(message, details={"errors": [{"path": "provider.type",
-                                                    "message": message}]})
+    raise field_error("provider.type", message)
 
 
 def _check_config(config):
@@ -153,9 +155,8 @@ def _check_config(config):
                           ", not %s" % type(config).__name__)
     type_name = config.get("type")
     if type_name is not None and not isinstance(type_name, str):
-        raise InvalidSpec("provider.type must be a string such as libvirt, not %r" % (type_name,),
-                          details={"errors": [{"path": "provider.type",
-                                               "message": "must be a string"}]})
+        raise field_error("provider.type", "provider.type must be a string such as libvirt, not %r"
+                          % (type_name,))
     return type_name
 
 

@@ -18,15 +18,19 @@ must have names that ``masking.is_secret_key`` recognises (``password``, ``api_t
 that modules can mask them before anything is loaded; a backend that declares another name fails
 to load. :meth:`Provider.scrub` removes the configuration's secrets from any text.
 """
+from __future__ import annotations
+
 import copy
 import fnmatch
-import math
 import unicodedata
+from typing import Any, Callable, ClassVar
 
-from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    InvalidSpec, NotSupported, field_error, redact)
+from ansible_collections.resilient.virt.plugins.module_utils._convert import (
+    parse_duration, to_bool, to_float, to_int)
 from ansible_collections.resilient.virt.plugins.module_utils._masking import (
     is_secret_key, scrub, secret_values)
+from ansible_collections.resilient.virt.plugins.module_utils.errors import (
+    InvalidSpec, NotSupported, VirtError, field_error, field_errors, redact)
 
 __all__ = ("CAPABILITIES", "POWER_ACTIONS", "VM_STATES", "VM_FIELDS", "Option", "Provider",
            "new_vm", "check_filters", "match_filters", "config_errors")
@@ -39,9 +43,6 @@ VM_FIELDS = ("name", "uuid", "hypervisor", "az", "state", "vcpus", "memory_mb", 
              "interfaces", "metadata", "tags", "provider")
 FILTER_KEYS = ("name", "state", "tags", "hypervisor", "az")
 
-_TRUE = ("true", "yes", "on", "1")
-_FALSE = ("false", "no", "off", "0")
-
 
 class Option:
     """One key of a provider dict: ``kind`` str|int|ratio|bool|list|duration, default, choices.
@@ -49,8 +50,9 @@ class Option:
     ``secret`` options (passwords, tokens) are never shown in errors or results.
     """
 
-    def __init__(self, kind="str", default=None, required=False, choices=None, secret=False,
-                 doc=""):
+    def __init__(self, kind: str = "str", default: Any = None, required: bool = False,
+                 choices: tuple[Any, ...] | None = None, secret: bool = False,
+                 doc: str = ""):
         self.kind = kind
         self.default = default
         self.required = required
@@ -58,11 +60,9 @@ class Option:
         self.secret = secret
         self.doc = doc
 
-    def convert(self, value, path):
+    def convert(self, value: Any, path: str) -> Any:
         """Return ``value`` converted to this option's kind; ValueError says what is wrong."""
         if self.kind == "duration":
-            from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import (
-                parse_duration)
             return parse_duration(value, path)
         value = _CONVERTERS[self.kind](value)
         if self.choices is not None and value not in self.choices:
@@ -70,43 +70,23 @@ class Option:
         return value
 
 
-def _to_str(value):
+def _to_str(value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError("must be a non-empty string")
     return value
 
 
-def _to_int(value):
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ValueError("must be an integer")
+def _to_ratio(value: Any) -> float:
     try:
-        return int(value)
+        number = to_float(value)
     except ValueError:
-        raise ValueError("must be an integer") from None
-
-
-def _to_ratio(value):
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError("must be a positive number")
-    try:
-        number = float(value)
-    except ValueError:
-        raise ValueError("must be a positive number") from None
-    if math.isnan(number) or number <= 0:
+        number = 0
+    if number <= 0:
         raise ValueError("must be a positive number")
     return number
 
 
-def _to_bool(value):
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE or text in _FALSE:
-        return text in _TRUE
-    raise ValueError("must be true or false")
-
-
-def _to_list(value):
+def _to_list(value: Any) -> list[str]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
@@ -114,10 +94,12 @@ def _to_list(value):
     return list(value)
 
 
-_CONVERTERS = {"str": _to_str, "int": _to_int, "ratio": _to_ratio, "bool": _to_bool, "list": _to_list}
+_CONVERTERS: dict[str, Callable[[Any], Any]] = {
+    "str": _to_str, "int": to_int, "ratio": _to_ratio, "bool": to_bool, "list": _to_list}
 
 
-def config_errors(options, config, type_name):
+def config_errors(options: dict[str, Option], config: dict[str, Any],
+                  type_name: str | None) -> tuple[dict[str, Any], list[dict[str, str]]]:
     """Check ``config`` against ``options``: (clean dict, [{"path", "message"}...]).
 
     Keys whose value is None count as unset. Unknown keys are errors (typos are caught);
@@ -156,16 +138,16 @@ def config_errors(options, config, type_name):
 class Provider:
     """Base of every backend. ``config`` is the ``provider`` dict (already checked here)."""
 
-    type_name = None
-    capabilities = frozenset()
-    options = {
+    type_name: ClassVar[str | None] = None
+    capabilities: ClassVar[frozenset[str]] = frozenset()
+    options: ClassVar[dict[str, Option]] = {
         "type": Option(doc="Provider type."),
         "name": Option(doc="Name of this provider; also names its circuit breaker."),
         "az": Option(default="default", doc="Availability zone reported for its hypervisors."),
         "traits": Option("list", default=[], doc="Traits reported for its hypervisors."),
     }
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         hidden = sorted(key for key, option in cls.options.items()
                         if option.secret and not is_secret_key(key))
@@ -176,24 +158,23 @@ class Provider:
                 "token, secret, api_key, private_key or credential"
                 % (cls.__module__, cls.__name__, ", ".join(hidden)))
 
-    def __init__(self, config):
+    def __init__(self, config: dict[str, Any]):
         if not isinstance(config, dict):
             raise InvalidSpec("provider must be a dict such as {type: %s, ...}, not %s"
                               % (self.type_name, type(config).__name__))
         self._secrets = secret_values(config)
         clean, errors = config_errors(self.options, config, self.type_name)
         if errors:
-            raise InvalidSpec("invalid provider: " + "; ".join(e["message"] for e in errors),
-                              details={"errors": errors})
+            raise field_errors(errors, "invalid provider")
         clean["type"] = self.type_name
-        self.config = clean
-        self.warnings = []  # things the user should know (insecure settings...); modules show them
+        self.config: dict[str, Any] = clean
+        self.warnings: list[str] = []  # things the user should know (insecure settings...); modules show them
 
-    def scrub(self, text):
+    def scrub(self, text: str) -> str:
         """``text`` without this provider's secrets (secret options, passwords inside URLs)."""
         return scrub(text, self._secrets)
 
-    def check_name(self, name, creating=False):
+    def check_name(self, name: Any, creating: bool = False) -> None:
         """Raise InvalidSpec (field ``name``) unless ``name`` can name a VM of this provider.
 
         The base rules: a non-empty string without control characters; a new VM's name also
@@ -208,49 +189,49 @@ class Provider:
             raise field_error("name", "%r starts or ends with whitespace; remove it" % name)
 
     @property
-    def key(self):
+    def key(self) -> str:
         """``<type>:<name or endpoint>``: names the circuit breaker and the rate limit."""
         return "%s:%s" % (self.type_name, self.config.get("name") or redact(self.endpoint()))
 
-    def endpoint(self):
+    def endpoint(self) -> str:
         """Where the provider is (URI or host); used in ``key`` when no name is given."""
         return self.config.get("uri") or self.config.get("host") or "default"
 
-    def safe_config(self):
+    def safe_config(self) -> dict[str, Any]:
         """The configuration with secret values replaced, fit for results and logs."""
         return dict((k, "********" if self.options[k].secret else v)
                     for k, v in self.config.items())
 
-    def unsupported(self, operation):
+    def unsupported(self, operation: str) -> NotSupported:
         return NotSupported("%s provider does not support %s" % (self.type_name, operation))
 
-    def require(self, operation):
+    def require(self, operation: str) -> None:
         """Raise NotSupported unless ``operation`` is one of ``capabilities``."""
         if operation not in self.capabilities:
             raise self.unsupported(operation)
 
-    def validate(self):
+    def validate(self) -> dict[str, Any]:
         """Connect and check credentials; return facts about the endpoint (dict)."""
         raise self.unsupported("validate")
 
-    def list_hypervisors(self):
+    def list_hypervisors(self) -> list[dict[str, Any]]:
         raise self.unsupported("list_hypervisors")
 
-    def list_vms(self, filters=None):
+    def list_vms(self, filters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         raise self.unsupported("list_vms")
 
-    def describe(self, name):
+    def describe(self, name: str) -> dict[str, Any]:
         """Return the VM dict of ``name``; raise NotFound when there is none."""
         raise self.unsupported("describe")
 
-    def create(self, spec):
+    def create(self, spec: dict[str, Any]) -> dict[str, Any]:
         """Create a VM (stopped) from ``spec``; InvalidSpec lists every bad field by path."""
         raise self.unsupported("create")
 
-    def delete(self, name):
+    def delete(self, name: str) -> None:
         raise self.unsupported("delete")
 
-    def power(self, name, action, timeout=None):
+    def power(self, name: str, action: str, timeout: float | None = None) -> dict[str, Any]:
         """``action`` in POWER_ACTIONS; ``shutdown`` waits up to ``timeout`` s, then Timeout.
 
         Returns the VM dict, with ``changed`` False when the VM already was in the wanted state
@@ -258,44 +239,45 @@ class Provider:
         """
         raise self.unsupported("power")
 
-    def reconfigure(self, name, vcpus=None, memory_mb=None):
+    def reconfigure(self, name: str, vcpus: int | None = None,
+                    memory_mb: int | None = None) -> dict[str, Any]:
         raise self.unsupported("reconfigure")
 
-    def task_status(self, task_id):
+    def task_status(self, task_id: str) -> dict[str, Any]:
         raise self.unsupported("task_status")
 
-    def migrate(self, name, hypervisor):
+    def migrate(self, name: str, hypervisor: str) -> dict[str, Any]:
         raise self.unsupported("migrate")
 
-    def classify_error(self, exc):
+    def classify_error(self, exc: BaseException) -> VirtError | None:
         """Map an exception of the backend's library to a VirtError, or None to pass."""
         return None
 
-    def abandon(self):
+    def abandon(self) -> None:
         """A call was abandoned while still running: never reuse or wait on its connection."""
 
-    def close(self):
+    def close(self) -> None:
         """Release connections; must return promptly even when the endpoint hangs."""
 
 
-def new_vm(provider, name, **fields):
+def new_vm(provider: Provider, name: str, **fields: Any) -> dict[str, Any]:
     """A VM dict with every field of VM_FIELDS present (empty when unknown)."""
-    vm = {"name": name, "uuid": None, "hypervisor": None, "az": provider.config.get("az"),
-          "state": "unknown", "vcpus": None, "memory_mb": None, "disks": [], "interfaces": [],
-          "metadata": {}, "tags": [], "provider": provider.key}
+    vm: dict[str, Any] = {"name": name, "uuid": None, "hypervisor": None, "az": provider.config.get("az"),
+                          "state": "unknown", "vcpus": None, "memory_mb": None, "disks": [],
+                          "interfaces": [], "metadata": {}, "tags": [], "provider": provider.key}
     vm.update(fields)
     return vm
 
 
-def check_filters(filters):
+def check_filters(filters: dict[str, Any] | None) -> None:
     """Raise InvalidSpec naming ``filters.<key>`` for an unknown filter key."""
     bad = sorted(set(filters or {}) - set(FILTER_KEYS))
     if bad:
-        raise InvalidSpec("unknown filter %s; known filters: %s" % (
-            ", ".join("filters.%s" % k for k in bad), ", ".join(FILTER_KEYS)))
+        raise field_errors([{"path": "filters.%s" % key, "message": "unknown filter; known filters: "
+                             + ", ".join(FILTER_KEYS)} for key in bad])
 
 
-def match_filters(vm, filters):
+def match_filters(vm: dict[str, Any], filters: dict[str, Any] | None) -> bool:
     """True when ``vm`` passes ``filters``: name (glob), state, hypervisor, az, tags (all)."""
     filters = filters or {}
     check_filters(filters)

@@ -4,7 +4,7 @@ A plugin is any object (usually a module) with functions named like the hooks be
 with ``HookimplMarker("resilient_virt")`` (:data:`hookimpl` here, or a plugin's own marker with
 the same project name, so a third-party package needs only ``pluggy`` to declare hooks).
 
-How plugins are found (see ``registry.py``):
+How plugins are found (see ``_registry.py``):
 
 * built-in backends (``libvirt``, ``vsphere``) are modules of this collection, imported only
   when their provider type is asked for;
@@ -13,19 +13,27 @@ How plugins are found (see ``registry.py``):
   when the requested type is not built in;
 * observer plugins (metrics, logging, fault injection) are listed, comma separated, in the
   environment variable ``RESILIENT_VIRT_PLUGINS`` as ``package.module`` or
-  ``package.module:object``, or passed to ``registry.open_provider(plugins=...)``.
+  ``package.module:object``, or passed to ``_registry.open_provider(plugins=...)``.
 
 Arguments are passed by name: an implementation may accept any subset of them.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
 try:
     import pluggy
-except ImportError:  # registry.plugin_manager() reports it when a provider is opened
-    pluggy = None
+except ImportError:  # _registry.plugin_manager() reports it when a provider is opened
+    pluggy = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    from ansible_collections.resilient.virt.plugins.module_utils.errors import VirtError
+    from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import Provider
 
 PROJECT = "resilient_virt"
 
 
-def _unmarked(function=None, **_options):
+def _unmarked(function: Callable[..., Any] | None = None, **_options: Any) -> Any:
     """Stand-in for pluggy's markers when pluggy is missing: leaves functions unchanged."""
     return _unmarked if function is None else function
 
@@ -35,7 +43,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT) if pluggy else _unmarked
 
 
 @hookspec
-def resilient_virt_provider_types():
+def resilient_virt_provider_types() -> Any:
     """Declare the provider types this plugin implements.
 
     Return a dict ``{type_name: ProviderSubclass}`` or a list of Provider subclasses (each
@@ -47,7 +55,7 @@ def resilient_virt_provider_types():
 
 
 @hookspec(firstresult=True)
-def resilient_virt_classify_error(provider, exc):
+def resilient_virt_classify_error(provider: Provider, exc: BaseException) -> VirtError | None:
     """Map ``exc`` (raised by ``provider``'s library) into the error taxonomy.
 
     ``provider`` is the Provider instance, ``exc`` the exception. Return a ``VirtError`` from
@@ -60,7 +68,7 @@ def resilient_virt_classify_error(provider, exc):
 
 
 @hookspec
-def resilient_virt_before_call(provider, operation, arguments):
+def resilient_virt_before_call(provider: Provider, operation: str, arguments: dict[str, Any]) -> None:
     """Called before every attempt of a provider operation, inside the attempt.
 
     ``operation`` is the method name (``describe``, ``create``, ``power``..., or
@@ -74,7 +82,8 @@ def resilient_virt_before_call(provider, operation, arguments):
 
 
 @hookspec
-def resilient_virt_after_call(provider, operation, arguments, outcome, error, duration):
+def resilient_virt_after_call(provider: Provider, operation: str, arguments: dict[str, Any],
+                              outcome: str, error: VirtError | None, duration: float) -> None:
     """Called after every attempt of a provider operation, to observe it (metrics, logging).
 
     ``outcome`` is ``"ok"``, ``"error"`` (``error`` is then the classified ``VirtError``) or
@@ -88,7 +97,8 @@ def resilient_virt_after_call(provider, operation, arguments, outcome, error, du
 
 
 @hookspec(firstresult=True)
-def resilient_virt_hold_capacity(provider, reservation):
+def resilient_virt_hold_capacity(provider: Provider,
+                                  reservation: dict[str, Any]) -> dict[str, Any] | None:
     """Hold failover capacity natively on the provider, when it has such a feature.
 
     ``reservation`` is a dict describing the capacity (for example ``name``, ``hypervisor``,
@@ -101,7 +111,8 @@ def resilient_virt_hold_capacity(provider, reservation):
 
 
 @hookspec(firstresult=True)
-def resilient_virt_release_capacity(provider, reservation):
+def resilient_virt_release_capacity(provider: Provider,
+                                     reservation: dict[str, Any]) -> bool | None:
     """Release capacity held by ``resilient_virt_hold_capacity``.
 
     ``reservation`` is the same dict, with the held value under ``reservation["held"]``.

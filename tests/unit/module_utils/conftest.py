@@ -4,8 +4,7 @@ import os
 import pytest
 from redis_server import RedisServer, require_redis_server
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
-COLLECTIONS = os.path.join(ROOT, ".build", "collections")  # prepared by tests/conftest.py
+from paths import COLLECTIONS
 
 
 @pytest.fixture(scope="session")

@@ -29,7 +29,7 @@ def test_status_values():
 
 
 def test_set_condition_keeps_time_when_status_unchanged():
-    before = [K.vm_creating(now=T0), K.vm_ready("first", now=T0)]
+    before = [K.vm_create_failed(E.QuotaExceeded("full"), now=T0), K.vm_ready("first", now=T0)]
     after = K.set_condition(before, K.vm_ready("second", now=T1))
     assert after[1]["message"] == "second"
     assert after[1]["lastTransitionTime"] == "2026-11-21T10:00:00Z"
@@ -43,16 +43,16 @@ def test_set_condition_changes_time_when_status_changes_and_appends_new_types():
     assert len(conds) == 1
     assert conds[0]["status"] == "False" and conds[0]["reason"] == "ProviderError"
     assert conds[0]["lastTransitionTime"] == "2026-11-21T10:01:30Z"
-    conds = K.set_condition(conds, K.vm_creating(now=T1))
+    failed = K.vm_create_failed(E.QuotaExceeded("full"), now=T1)
+    conds = K.set_condition(conds, failed)
     assert [c["type"] for c in conds] == ["Ready", "Provisioning"]
-    assert K.set_condition(None, K.vm_creating(now=T0)) == [K.vm_creating(now=T0)]
+    assert K.set_condition(None, failed) == [failed]
 
 
 @pytest.mark.parametrize("cond, expected", [
     (K.vm_ready(), ("Ready", "True", "VMReady")),
     (K.vm_provider_error(E.Unavailable("x")), ("Ready", "False", "ProviderError")),
     (K.vm_validation_error(E.InvalidSpec("x")), ("Ready", "False", "ValidationError")),
-    (K.vm_creating(), ("Provisioning", "True", "Creating")),
     (K.vm_create_failed(E.QuotaExceeded("x")), ("Provisioning", "False", "CreateFailed")),
     (K.provider_runtime_ready(True, "m"), ("ProviderRuntimeReady", "True", "DeploymentReady")),
     (K.provider_runtime_ready(False, "m"), ("ProviderRuntimeReady", "False", "DeploymentError")),
@@ -72,27 +72,3 @@ def test_error_messages_come_from_the_error_without_secrets():
     msg = K.vm_provider_error(ValueError("https://root:toor@h/sdk failed"))["message"]
     assert "toor" not in msg and "h/sdk failed" in msg
     assert K.provider_available(False, "probe timed out")["message"] == "probe timed out"
-
-
-@pytest.mark.parametrize("err, reason", [
-    (E.NotFound("x"), "ResourceNotFound"),
-    (E.Unauthorized("x"), "AuthenticationFailed"),
-    (E.Unavailable("x"), "ProviderUnavailable"),
-    (E.Timeout("x"), "InternalError"),
-    (E.RateLimit("x"), "InternalError"),
-    (E.InvalidSpec("x"), "InternalError"),
-    (ValueError("x"), "InternalError"),
-    ("text", "InternalError"),
-])
-def test_error_reason(err, reason):
-    assert K.error_reason(err) == reason
-
-
-def test_error_reason_sees_through_wrappers():
-    try:
-        try:
-            raise E.NotFound("vm1")
-        except E.NotFound as exc:
-            raise RuntimeError("wrapper") from exc
-    except RuntimeError as wrapped:
-        assert K.error_reason(wrapped) == "ResourceNotFound"

@@ -13,7 +13,7 @@ import urllib3
 
 from ansible_collections.resilient.virt.plugins.module_utils import errors as E
 
-COLLECTIONS = os.path.join(os.path.dirname(__file__), "..", "..", "..", ".build", "collections")
+from paths import COLLECTIONS
 
 NOT_RETRYABLE = (E.NotFound, E.InvalidSpec, E.Unauthorized, E.NotSupported, E.QuotaExceeded,
                  E.Conflict, E.Internal)
@@ -70,7 +70,7 @@ def test_find_error_direct_from_and_context():
         try:
             raise base
         except E.NotFound:
-            raise KeyError("during handling")
+            raise KeyError("during handling")  # noqa: B904 - the implicit context is the point
     except KeyError as ctx:
         assert E.find_error(ctx) is base
     assert E.find_error(ValueError("plain")) is None

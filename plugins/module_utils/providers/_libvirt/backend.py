@@ -13,12 +13,13 @@ ids), so ``task_status`` is not a capability; neither is ``migrate``.
 """
 import re
 import sys
-import threading
 import time
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, Internal, InvalidSpec, NotFound, NotSupported, Timeout, Unauthorized, Unavailable,
     field_error, redact)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._connection import (
+    SharedConnection)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
     POWER_ACTIONS, Option, Provider, check_filters, match_filters, new_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
@@ -86,6 +87,12 @@ def _is(exc, *names):
     return code is not None and code in _codes(sys.modules["libvirt"], names)
 
 
+def _forget(conn):
+    """libvirt-python closes a connection in ``__del__`` while ``_o`` is set: never do that for
+    one a hung call abandoned (closing would wait on the hung daemon)."""
+    conn._o = None
+
+
 def _version(number):
     return "%d.%d.%d" % (number // 1000000, number // 1000 % 1000, number % 1000)
 
@@ -113,13 +120,11 @@ class LibvirtProvider(Provider):
     def __init__(self, config):
         super().__init__(config)
         if not re.match(r"^[a-z][a-z0-9]*(\+[a-z0-9]+)?://\S*$", self.config["uri"]):
-            raise InvalidSpec("provider.uri=%r is not a libvirt URI; %s"
-                              % (redact(self.config["uri"]), _URI_HELP),
-                              details={"errors": [{"path": "provider.uri", "message": _URI_HELP}]})
-        self._conn = None
+            raise field_error("provider.uri", "%r is not a libvirt URI; %s"
+                              % (redact(self.config["uri"]), _URI_HELP))
         self._hostname = None
-        self._generation = 0
-        self._lock = threading.Lock()
+        self._shared = SharedConnection(self._open, lambda conn: conn.close(), CLOSE_TIMEOUT,
+                                        "libvirt close of %s" % self.key, _forget)
 
     def check_name(self, name, creating=False):
         super().check_name(name, creating)
@@ -146,39 +151,13 @@ class LibvirtProvider(Provider):
         return lv.openAuth(uri, [list(answers), request, None], 0)
 
     def _connection(self):
-        """The shared connection, opened on first use.
-
-        A connection opened by a call abandoned meanwhile is used by that call only.
-        """
-        with self._lock:
-            conn, generation = self._conn, self._generation
-        if conn is not None:
-            return conn
-        conn = self._open()
-        with self._lock:
-            if generation == self._generation and self._conn is None:
-                self._conn = conn
-        return conn
+        return self._shared.get()
 
     def abandon(self):
-        """A call is stuck: forget its connection without closing it (closing would hang)."""
-        with self._lock:
-            conn, self._conn = self._conn, None
-            self._generation += 1
-        if conn is not None:
-            conn._o = None  # libvirt-python closes in __del__ when _o is set; never do that
+        self._shared.abandon()
 
     def close(self):
-        with self._lock:
-            conn, self._conn = self._conn, None
-        if conn is None:
-            return
-        from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import (
-            run_with_timeout)
-        try:
-            run_with_timeout(conn.close, CLOSE_TIMEOUT, "libvirt close of %s" % self.key)
-        except Exception:  # noqa: BLE001 - closing is best effort; the process is ending
-            pass
+        self._shared.close()
 
     def classify_error(self, exc):
         code = _code(exc)
@@ -305,8 +284,7 @@ class LibvirtProvider(Provider):
             message = ("storage pool %r does not exist on %s, and disks[%d].size_gb needs one to "
                        "create the volume; create the pool or set provider.storage_pool to an "
                        "existing one" % (name, self.key, index))
-            raise InvalidSpec("provider.storage_pool: " + message, cause=exc, details={
-                "errors": [{"path": "provider.storage_pool", "message": message}]}) from exc
+            raise field_error("provider.storage_pool", message, cause=exc) from exc
         if not pool.isActive():
             raise Conflict("storage pool %r on %s is not active; start it (virsh pool-start %s)"
                            % (name, self.key, name))
@@ -371,7 +349,7 @@ class LibvirtProvider(Provider):
 
     def power(self, name, action, timeout=None):
         if action not in POWER_ACTIONS:
-            raise InvalidSpec("action=%r: use one of %s" % (action, ", ".join(POWER_ACTIONS)))
+            raise field_error("action", "%r: use one of %s" % (action, ", ".join(POWER_ACTIONS)))
         conn = self._connection()
         dom = self._lookup(conn, name)
         state = dom.state()[0]
@@ -412,9 +390,7 @@ class LibvirtProvider(Provider):
         for field, value, low in (("vcpus", vcpus, 1), ("memory_mb", memory_mb, 16)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < low):
-                raise InvalidSpec("%s=%r: must be an integer >= %d" % (field, value, low),
-                                  details={"errors": [{"path": field, "message":
-                                                       "must be an integer >= %d" % low}]})
+                raise field_error(field, "%r: must be an integer >= %d" % (value, low))
         lv = _libvirt()
         conn = self._connection()
         dom = self._lookup(conn, name)

@@ -24,8 +24,9 @@ import json
 import re
 import xml.etree.ElementTree as ET
 
-from ansible_collections.resilient.virt.plugins.module_utils.providers._vm_schema import field_path, schema_errors
-from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
+from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vm_schema import (
+    MAC_PATTERN, STRING, check_spec, field_path, spec_schema as vm_schema)
 
 __all__ = ("NAMESPACE", "DOMAIN_TYPES", "MAX_NAME_BYTES", "name_problem", "spec_schema",
            "validate_spec", "build_domain_xml",
@@ -41,8 +42,6 @@ DISK_DEVICES = ("disk", "cdrom")
 NIC_MODELS = ("virtio", "e1000", "e1000e", "rtl8139")
 BOOT_DEVICES = ("hd", "cdrom", "network")
 _TARGET_PREFIX = {"virtio": "vd", "sata": "sd", "scsi": "sd", "ide": "hd"}
-_MAC = r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$"
-_NAME = r"^[^/\x00-\x1f\x7f]+$"
 # libvirt writes /etc/libvirt/qemu/<name>.xml.new, and file names have at most 255 bytes
 MAX_NAME_BYTES = 255 - len(".xml.new")
 # characters XML 1.0 cannot carry at all
@@ -50,10 +49,7 @@ _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _UNITS = {"b": 1, "bytes": 1, "kb": 1000, "k": 1024, "kib": 1024, "mb": 1000 ** 2,
           "m": 1024 ** 2, "mib": 1024 ** 2, "gb": 1000 ** 3, "g": 1024 ** 3, "gib": 1024 ** 3,
           "tb": 1000 ** 4, "t": 1024 ** 4, "tib": 1024 ** 4}
-_MESSAGES = {
-    ("name", "pattern"): "must not contain '/' or control characters",
-    ("mac", "pattern"): "must be a MAC address such as 52:54:00:12:34:56",
-}
+_MESSAGES = {("mac", "pattern"): "must be a MAC address such as 52:54:00:12:34:56"}
 
 
 def _q(tag):
@@ -62,7 +58,6 @@ def _q(tag):
 
 def spec_schema():
     """The JSON Schema (draft 7) of a libvirt VM spec."""
-    string = {"type": "string", "minLength": 1}
     disk = {"type": "object", "additionalProperties": False, "properties": {
         "size_gb": {"type": "integer", "minimum": 1},
         "path": {"type": "string", "pattern": "^/"},
@@ -71,27 +66,17 @@ def spec_schema():
         "device": {"enum": list(DISK_DEVICES)},
     }}
     nic = {"type": "object", "additionalProperties": False, "properties": {
-        "network": string, "bridge": string,
+        "network": STRING, "bridge": STRING,
         "model": {"enum": list(NIC_MODELS)},
-        "mac": {"type": "string", "pattern": _MAC},
+        "mac": {"type": "string", "pattern": MAC_PATTERN},
     }}
-    return {
-        "$schema": "http://json-schema.org/draft-07/schema#",
-        "type": "object", "additionalProperties": False,
-        "required": ["name", "vcpus", "memory_mb"],
-        "properties": {
-            "name": {"type": "string", "minLength": 1, "pattern": _NAME},
-            "vcpus": {"type": "integer", "minimum": 1},
-            "memory_mb": {"type": "integer", "minimum": 16},
-            "disks": {"type": "array", "items": disk},
-            "interfaces": {"type": "array", "items": nic},
-            "boot": {"type": "array", "items": {"enum": list(BOOT_DEVICES)},
-                     "uniqueItems": True},
-            "metadata": {"type": "object", "propertyNames": {"minLength": 1},
-                         "additionalProperties": {"type": ["string", "number", "boolean"]}},
-            "tags": {"type": "array", "items": string, "uniqueItems": True},
-        },
-    }
+    return vm_schema({
+        "memory_mb": {"type": "integer", "minimum": 16},
+        "disks": {"type": "array", "items": disk},
+        "interfaces": {"type": "array", "items": nic},
+        "boot": {"type": "array", "items": {"enum": list(BOOT_DEVICES)}, "uniqueItems": True},
+        "tags": {"type": "array", "items": STRING, "uniqueItems": True},
+    })
 
 
 def _strings(value, parts):
@@ -156,15 +141,7 @@ def _drop_none(value):
 def validate_spec(spec):
     """Return the spec with defaults filled in, or raise InvalidSpec listing every bad field."""
     spec = _drop_none(spec)
-    errors = []
-    for path, message in schema_errors(spec_schema(), spec, _MESSAGES):
-        if {"path": path, "message": message} not in errors:
-            errors.append({"path": path, "message": message})
-    if isinstance(spec, dict):
-        errors.extend({"path": p, "message": m} for p, m in _semantic_errors(spec))
-    if errors:
-        raise InvalidSpec("invalid VM spec: " + "; ".join(
-            "%s: %s" % (e["path"], e["message"]) for e in errors), details={"errors": errors})
+    check_spec(spec_schema(), spec, _MESSAGES, _semantic_errors(spec) if isinstance(spec, dict) else ())
     return _with_defaults(spec)
 
 
@@ -353,6 +330,6 @@ def set_domain_resources(xml, vcpus=None, memory_mb=None):
             node.text = str(memory_mb)
         max_memory = root.find("maxMemory")
         if max_memory is not None and _mib(max_memory) < memory_mb:
-            raise InvalidSpec("memory_mb: %d is above the domain's maxMemory of %d MiB"
+            raise field_error("memory_mb", "%d is above the domain's maxMemory of %d MiB"
                               % (memory_mb, _mib(max_memory)))
     return ET.tostring(root, encoding="unicode")

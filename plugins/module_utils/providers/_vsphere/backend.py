@@ -17,16 +17,19 @@ caller's time limit stops polling at its next poll.
 import re
 import socket
 import ssl
-import threading
 import time
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    Conflict, InvalidSpec, NotFound, QuotaExceeded, Timeout, Unavailable)
+    Conflict, NotFound, QuotaExceeded, Timeout, Unavailable, field_error)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._connection import (
+    SharedConnection)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
     CAPABILITIES, POWER_ACTIONS, Option, Provider, check_filters, match_filters, new_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.faults import (
     SESSION_LOST, classify_fault, fault_name)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.spec import (
+    MAX_NAME_LENGTH)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.inventory import (
     COMPUTE_PATHS, HOST_PATHS, VM_PATHS, custom_values, host_fields, host_state, retrieve,
     retrieve_view, vm_fields)
@@ -49,12 +52,13 @@ def _lost_view(exc):
 
 # a DNS name, an IPv4 address, or an IPv6 address (bare or in brackets)
 _HOST = re.compile(r"^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?|\[?[0-9A-Fa-f:.]+\]?)$")
-MAX_NAME_LENGTH = 80  # vSphere refuses longer VM names
 
 
-def _invalid(path, message):
-    return InvalidSpec("%s: %s" % (path, message),
-                       details={"errors": [{"path": path, "message": message}]})
+def _logout(session):
+    try:
+        session.content.sessionManager.Logout()
+    finally:
+        session.si._stub.DropConnections()
 
 
 class _Session:
@@ -98,9 +102,9 @@ class VSphereProvider(Provider):
         super().__init__(config)
         port = self.config["port"]
         if not 0 < port < 65536:
-            raise _invalid("provider.port", "%d is not a TCP port (1-65535)" % port)
+            raise field_error("provider.port", "%d is not a TCP port (1-65535)" % port)
         if not _HOST.match(self.config["host"]):
-            raise _invalid("provider.host", "must be a host name or an IP address only (without "
+            raise field_error("provider.host", "must be a host name or an IP address only (without "
                                             "scheme, user, password, port or path): put the user "
                                             "in provider.username, the password in "
                                             "provider.password and the port in provider.port")
@@ -113,9 +117,9 @@ class VSphereProvider(Provider):
                 "provider.validate_certs is false: the certificate of %s is not verified, so a "
                 "man in the middle could read the password; trust the server's CA instead"
                 % self.endpoint())
-        self._session = None
-        self._generation = 0
-        self._lock = threading.Lock()
+        self._shared = SharedConnection(self._login, _logout,
+                                        min(CLOSE_TIMEOUT, self.config["timeout"]),
+                                        "vSphere logout from %s" % self.endpoint())
 
     def __repr__(self):
         return "<VSphereProvider %s>" % self.key
@@ -126,7 +130,7 @@ class VSphereProvider(Provider):
     def check_name(self, name, creating=False):
         super().check_name(name, creating)
         if len(name) > MAX_NAME_LENGTH:
-            raise _invalid("name", "%r has %d characters; vSphere VM names have at most %d"
+            raise field_error("name", "%r has %d characters; vSphere VM names have at most %d"
                            % (name[:20] + "...", len(name), MAX_NAME_LENGTH))
 
     # -- session ------------------------------------------------------------------------------
@@ -151,41 +155,13 @@ class VSphereProvider(Provider):
                                 "vSphere login to %s" % self.endpoint())
 
     def _connection(self):
-        """The shared session, opened on first use (one opened by an abandoned call is its own)."""
-        with self._lock:
-            session, generation = self._session, self._generation
-        if session is not None:
-            return session
-        session = self._login()
-        with self._lock:
-            if generation == self._generation and self._session is None:
-                self._session = session
-        return session
+        return self._shared.get()
 
     def abandon(self):
-        """A call is stuck: forget the session without logging out (that would hang too)."""
-        with self._lock:
-            self._session = None
-            self._generation += 1
+        self._shared.abandon()
 
     def close(self):
-        with self._lock:
-            session, self._session = self._session, None
-        if session is None:
-            return
-        from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import (
-            run_with_timeout)
-
-        def logout():
-            try:
-                session.content.sessionManager.Logout()
-            finally:
-                session.si._stub.DropConnections()
-        try:
-            run_with_timeout(logout, min(CLOSE_TIMEOUT, self.config["timeout"]),
-                             "vSphere logout from %s" % self.endpoint())
-        except Exception:  # noqa: BLE001 - logging out is best effort; the process is ending
-            pass
+        self._shared.close()
 
     def classify_error(self, exc):
         """pyVmomi faults, vSphere HTTP and connection failures, with the endpoint named.
@@ -241,7 +217,7 @@ class VSphereProvider(Provider):
                 session.root = ref
                 return ref
         known = ", ".join(sorted(p.get("name", "?") for ref, p in found)) or "none"
-        raise _invalid("provider.datacenter", "no datacenter named %r on %s (datacenters: %s)"
+        raise field_error("provider.datacenter", "no datacenter named %r on %s (datacenters: %s)"
                        % (wanted, self.endpoint(), known))
 
     def _field_names(self, session, props_list):
@@ -336,7 +312,7 @@ class VSphereProvider(Provider):
     def _wait(self, session, task, what, timeout=None):
         """Poll ``task`` until it ends: its result, its fault raised, or Timeout."""
         limit = self.config["task_timeout"] if timeout is None else timeout
-        generation = self._generation
+        generation = self._shared.generation
         end = time.monotonic() + limit
         delay = 0.02
         while True:
@@ -346,7 +322,7 @@ class VSphereProvider(Provider):
             if info.state == "error":
                 raise info.error
             left = end - time.monotonic()
-            if left <= 0 or generation != self._generation:
+            if left <= 0 or generation != self._shared.generation:
                 raise Timeout("%s on %s still running after %gs (task %s); see task_status"
                               % (what, self.key, limit, task._moId),
                               details={"task_id": task._moId, "timeout": limit})
@@ -424,7 +400,7 @@ class VSphereProvider(Provider):
 
     def power(self, name, action, timeout=None):
         if action not in POWER_ACTIONS:
-            raise _invalid("action", "%r: use one of %s" % (action, ", ".join(POWER_ACTIONS)))
+            raise field_error("action", "%r: use one of %s" % (action, ", ".join(POWER_ACTIONS)))
         session = self._connection()
         ref = self._find_vm(session, name)
         state = self._power_state(session, ref)
@@ -471,9 +447,9 @@ class VSphereProvider(Provider):
         for field, value, low in (("vcpus", vcpus, 1), ("memory_mb", memory_mb, 4)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < low):
-                raise _invalid(field, "%r: must be an integer >= %d" % (value, low))
+                raise field_error(field, "%r: must be an integer >= %d" % (value, low))
         if memory_mb is not None and memory_mb % 4:
-            raise _invalid("memory_mb", "%d: must be a multiple of 4 (vSphere allocates memory "
+            raise field_error("memory_mb", "%d: must be a multiple of 4 (vSphere allocates memory "
                                         "in 4 MB steps)" % memory_mb)
         session = self._connection()
         ref = self._find_vm(session, name)
@@ -510,7 +486,7 @@ class VSphereProvider(Provider):
         from pyVmomi import vim
 
         if not isinstance(task_id, str) or not task_id:
-            raise _invalid("task_id", "must be a vSphere task id such as task-123")
+            raise field_error("task_id", "must be a vSphere task id such as task-123")
         session = self._connection()
         info = vim.Task(task_id, stub=session.si._stub).info
         out = {"id": task_id, "state": _TASK_STATES.get(str(info.state), "running"),
@@ -534,7 +510,7 @@ class VSphereProvider(Provider):
                                % (name, self.key, state, path))
             return ref, props, az
         known = sorted(props.get("name") for ref, props, az in records)
-        raise _invalid(path, "no host named %r on %s (hosts: %s)"
+        raise field_error(path, "no host named %r on %s (hosts: %s)"
                        % (name, self.key, ", ".join(known)))
 
     def _place(self, session, spec):
@@ -544,14 +520,14 @@ class VSphereProvider(Provider):
         if spec.get("hypervisor"):
             ref, props, az = self._usable_host(records, spec["hypervisor"], "hypervisor")
             if spec.get("az") and az != spec["az"]:
-                raise _invalid("az", "host %r is in az %r, not %r"
+                raise field_error("az", "host %r is in az %r, not %r"
                                % (spec["hypervisor"], az, spec["az"]))
             return ref, props
         if spec.get("az"):
             zones = sorted(set(az for ref, props, az in records))
             records = [r for r in records if r[2] == spec["az"]]
             if not records:
-                raise _invalid("az", "no cluster named %r on %s (azs: %s)"
+                raise field_error("az", "no cluster named %r on %s (azs: %s)"
                                % (spec["az"], self.key, ", ".join(zones)))
         usable = [(ref, props) for ref, props, az in records if host_state(props) == "connected"]
         if not usable:
@@ -574,7 +550,7 @@ class VSphereProvider(Provider):
         if spec.get("datastore"):
             if spec["datastore"] not in [n for n, free in stores]:
                 known = ", ".join(sorted(n for n, free in stores))
-                raise _invalid("datastore", "%r is not an accessible datastore of host %r "
+                raise field_error("datastore", "%r is not an accessible datastore of host %r "
                                             "(datastores: %s)" % (spec["datastore"], props["name"],
                                                                   known))
             return spec["datastore"]
@@ -594,7 +570,7 @@ class VSphereProvider(Provider):
         def backing_for(name, path):
             ref = networks.get(name)
             if ref is None:
-                raise _invalid(path, "no network named %r on host %r (networks: %s)"
+                raise field_error(path, "no network named %r on host %r (networks: %s)"
                                % (name, host, ", ".join(sorted(networks))))
             nic = vim.vm.device.VirtualEthernetCard
             if isinstance(ref, vim.dvs.DistributedVirtualPortgroup):

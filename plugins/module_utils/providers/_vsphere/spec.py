@@ -19,18 +19,18 @@ The spec is the ``create`` argument of the vsphere provider::
 a non-empty value raises NotSupported. Unknown keys are errors and every bad field is reported
 by its path. Keys whose value is None count as unset.
 """
-from ansible_collections.resilient.virt.plugins.module_utils.providers._vm_schema import schema_errors
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, NotSupported
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vm_schema import (
+    MAC_PATTERN, NAME_PATTERN, STRING, check_spec, spec_schema as vm_schema)
 
-__all__ = ("spec_schema", "validate_spec", "config_spec", "NIC_MODELS", "DEFAULT_GUEST_ID")
+__all__ = ("spec_schema", "validate_spec", "config_spec", "NIC_MODELS", "DEFAULT_GUEST_ID",
+           "MAX_NAME_LENGTH")
 
 DEFAULT_GUEST_ID = "otherGuest64"
 NIC_MODELS = ("vmxnet3", "e1000", "e1000e")
 MAX_DISKS = 15  # one SCSI controller: units 0-15 without 7
-_NAME = r"^[^/\x00-\x1f\x7f]+$"
-_MAC = r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$"
+MAX_NAME_LENGTH = 80  # vSphere refuses longer VM names
 _MESSAGES = {
-    ("name", "pattern"): "must not contain '/' or control characters",
     ("mac", "pattern"): "must be a MAC address such as 00:50:56:00:00:01",
     ("memory_mb", "multipleOf"): "must be a multiple of 4 (vSphere allocates memory in 4 MB steps)",
     ("guest_id", "pattern"): "must be a vSphere guest OS identifier such as otherGuest64",
@@ -44,31 +44,23 @@ _UNSUPPORTED = {
 
 def spec_schema():
     """The JSON Schema (draft 7) of a vsphere VM spec."""
-    string = {"type": "string", "minLength": 1}
     disk = {"type": "object", "additionalProperties": False, "required": ["size_gb"],
             "properties": {"size_gb": {"type": "integer", "minimum": 1},
                            "thin": {"type": "boolean"}}}
     nic = {"type": "object", "additionalProperties": False, "required": ["network"],
-           "properties": {"network": string, "model": {"enum": list(NIC_MODELS)},
-                          "mac": {"type": "string", "pattern": _MAC}}}
-    return {
-        "$schema": "http://json-schema.org/draft-07/schema#",
-        "type": "object", "additionalProperties": False,
-        "required": ["name", "vcpus", "memory_mb"],
-        "properties": {
-            "name": {"type": "string", "minLength": 1, "maxLength": 80, "pattern": _NAME},
-            "vcpus": {"type": "integer", "minimum": 1},
-            "memory_mb": {"type": "integer", "minimum": 4, "multipleOf": 4},
-            "guest_id": {"type": "string", "pattern": r"^[A-Za-z0-9_]+$"},
-            "hypervisor": string, "az": string, "datastore": string,
-            "disks": {"type": "array", "items": disk, "maxItems": MAX_DISKS},
-            "interfaces": {"type": "array", "items": nic},
-            "metadata": {"type": "object", "propertyNames": {"minLength": 1},
-                         "additionalProperties": {"type": ["string", "number", "boolean"]}},
-            "tags": {"type": "array"},
-            "boot": {},
-        },
-    }
+           "properties": {"network": STRING, "model": {"enum": list(NIC_MODELS)},
+                          "mac": {"type": "string", "pattern": MAC_PATTERN}}}
+    return vm_schema({
+        "name": {"type": "string", "minLength": 1, "maxLength": MAX_NAME_LENGTH,
+                 "pattern": NAME_PATTERN},
+        "memory_mb": {"type": "integer", "minimum": 4, "multipleOf": 4},
+        "guest_id": {"type": "string", "pattern": r"^[A-Za-z0-9_]+$"},
+        "hypervisor": STRING, "az": STRING, "datastore": STRING,
+        "disks": {"type": "array", "items": disk, "maxItems": MAX_DISKS},
+        "interfaces": {"type": "array", "items": nic},
+        "tags": {"type": "array"},
+        "boot": {},
+    })
 
 
 def validate_spec(spec):
@@ -76,10 +68,7 @@ def validate_spec(spec):
     if not isinstance(spec, dict):
         raise InvalidSpec("the VM spec must be a dict, not %s" % type(spec).__name__)
     spec = dict((k, v) for k, v in spec.items() if v is not None)
-    errors = [{"path": path, "message": message} for path, message in schema_errors(spec_schema(), spec, _MESSAGES)]
-    if errors:
-        raise InvalidSpec("invalid VM spec: " + "; ".join(
-            "%s: %s" % (e["path"], e["message"]) for e in errors), details={"errors": errors})
+    check_spec(spec_schema(), spec, _MESSAGES)
     for key, why in sorted(_UNSUPPORTED.items()):
         if spec.get(key):
             raise NotSupported("vsphere provider does not support %s: %s" % (key, why))

@@ -1,0 +1,368 @@
+# Copyright: resilient.virt contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The rules a reservation must keep: the five sharing constraints, traits and required counts.
+
+The :class:`DependencyGraph` indexes who shares which slot with whom so that the five placement
+constraints are checked in a few lookups, and VMs that break them leave their reservations; a
+flavor's ``trait:X`` extra specs must match the host; a flavor's glob patterns say how many slots
+its VMs require.
+"""
+import functools
+import re
+
+from ansible_collections.resilient.virt.plugins.module_utils._failover.model import Removal
+from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
+
+__all__ = ("DependencyGraph", "remove_ineligible", "TraitNeeds", "trait_needs", "host_satisfies",
+           "validate_requirements", "required_count")
+
+
+# -- Who shares which failover slot with whom, indexed for the five placement constraints.
+# For VM v with slots R (the reservations it holds):
+#   1. no slot of v is on v's own host;
+#   2. v's slots are on distinct hosts;
+#   3. VMs sharing one reservation run on distinct hosts (follows from 4);
+#   4. no other VM using a slot in R runs on v's host or on a host of R;
+#   5. the other VMs using slots in R run on distinct hosts, each using one slot of R only.
+#
+# A "sharer pair" of v is (u, S): S in R and u another VM in S. Counting those pairs by u's host,
+# 4 and 5 read: no host is v's host or a slot host, and no count exceeds 1. Per reservation the
+# graph keeps its members' hosts and the reservations its members hold (``_linked``); per host, the
+# reservations placed on it and those with a member running on it. Linking costs O(slots^2) and
+# asking whether a VM may join a reservation a few lookups, whatever the reservation's size.
+
+def _bump(counts, key, delta):
+    value = counts.get(key, 0) + delta
+    if value:
+        counts[key] = value
+    else:
+        del counts[key]
+
+
+class DependencyGraph:
+    """VM <-> reservation relations with the hosts involved; mutate with link/unlink."""
+
+    def __init__(self):
+        self._res_host = {}
+        self._members = {}
+        self._vm_res = {}
+        self._vm_host = {}
+        self._slot_hosts = {}
+        self._member_hosts = {}
+        self._linked = {}
+        self._placed_on = {}
+        self._running_on = {}
+
+    @classmethod
+    def from_reservations(cls, reservations, vm_hosts=None):
+        """Graph of ``reservations``; a VM's host comes from ``vm_hosts`` or its allocations.
+
+        A VM not in ``vm_hosts`` whose allocations disagree on its host gets no known host and
+        is never eligible.
+        """
+        graph = cls()
+        seen = {}
+        for res in reservations:
+            for uuid, host in res.allocations.items():
+                seen.setdefault(uuid, set()).add(host)
+        for uuid, hosts in seen.items():
+            if vm_hosts and uuid in vm_hosts:
+                graph.add_vm(uuid, vm_hosts[uuid])
+            else:
+                graph.add_vm(uuid, next(iter(hosts)) if len(hosts) == 1 else None)
+        for res in reservations:
+            graph.add_reservation(res.name, res.host)
+            for uuid in res.allocations:
+                graph.link(uuid, res.name)
+        return graph
+
+    # -- structure -------------------------------------------------------------------------
+
+    def add_vm(self, uuid, host):
+        """Register a VM and the host it runs on (None: unknown); a known VM is moved there."""
+        if uuid not in self._vm_host:
+            self._vm_host[uuid] = host
+            self._vm_res[uuid] = set()
+            self._slot_hosts[uuid] = {}
+        elif self._vm_host[uuid] != host:
+            held = sorted(self._vm_res[uuid], key=repr)
+            for name in held:
+                self.unlink(uuid, name)
+            self._vm_host[uuid] = host
+            for name in held:
+                self.link(uuid, name)
+
+    def add_reservation(self, name, host):
+        if name not in self._res_host:
+            self._res_host[name] = host
+            self._members[name] = set()
+            self._member_hosts[name] = {}
+            self._linked[name] = {}
+            self._placed_on.setdefault(host, set()).add(name)
+
+    def remove_reservation(self, name):
+        for uuid in sorted(self._members.get(name, ())):
+            self.unlink(uuid, name)
+        host = self._res_host.pop(name, None)
+        if host is not None:
+            self._placed_on[host].discard(name)
+        for table in (self._members, self._member_hosts, self._linked):
+            table.pop(name, None)
+
+    def link(self, uuid, name):
+        """Let VM ``uuid`` (registered with add_vm) use reservation ``name``."""
+        if uuid not in self._members[name]:
+            self._change(uuid, name, 1)
+
+    def unlink(self, uuid, name):
+        """Stop VM ``uuid`` using reservation ``name``."""
+        if uuid in self._members[name]:
+            self._change(uuid, name, -1)
+
+    def _change(self, uuid, name, sign):
+        host = self._vm_host[uuid]
+        members = self._members[name]
+        slots = self._vm_res[uuid]
+        if sign > 0:
+            members.add(uuid)
+            slots.add(name)
+        else:
+            members.discard(uuid)
+            slots.discard(name)
+        _bump(self._member_hosts[name], host, sign)
+        _bump(self._running_on.setdefault(host, {}), name, sign)
+        _bump(self._slot_hosts[uuid], self._res_host[name], sign)
+        linked = self._linked[name]
+        for held in slots:
+            _bump(linked, held, sign)
+            if held != name:
+                _bump(self._linked[held], name, sign)
+        if sign < 0:
+            _bump(linked, name, sign)
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def host_of(self, uuid):
+        return self._vm_host.get(uuid)
+
+    def reservations_of(self, uuid):
+        return self._vm_res.get(uuid, set())
+
+    def members(self, name):
+        return self._members.get(name, set())
+
+    def _sharer_hosts(self, uuid):
+        """{host: sharer pairs of ``uuid`` whose other VM runs there}."""
+        counts = {}
+        for name in self._vm_res[uuid]:
+            for member in self._members[name]:
+                if member != uuid:
+                    host = self._vm_host[member]
+                    counts[host] = counts.get(host, 0) + 1
+        return counts
+
+    def vm_ok(self, uuid):
+        """True when VM ``uuid`` meets constraints 1-5 as the graph stands."""
+        host = self._vm_host.get(uuid)
+        if host is None:
+            return False
+        slots = self._slot_hosts[uuid]
+        if host in slots or len(slots) < len(self._vm_res[uuid]):
+            return False
+        sharers = self._sharer_hosts(uuid)
+        if host in sharers or None in sharers:
+            return False
+        return all(not (count > 1 or sharer_host in slots) for sharer_host, count in sharers.items())
+
+    def can_join(self, uuid, name):
+        """Fast check that VM ``uuid`` may join ``name``, given every VM now meets 1-5."""
+        host = self._vm_host.get(uuid)
+        if host is None or uuid in self._members[name]:
+            return False
+        member_hosts = self._member_hosts[name]
+        if host in member_hosts or not self.new_slot_allowed(uuid, self._res_host[name]):
+            return False
+        for slot_host in self._slot_hosts[uuid]:
+            if slot_host in member_hosts:
+                return False
+        for held in self._vm_res[uuid]:
+            small, large = (self._member_hosts[held], member_hosts)
+            if len(large) < len(small):
+                small, large = large, small
+            for other in small:
+                if other in large:
+                    return False
+        linked = self._linked[name]
+        for placed in self._placed_on.get(host, ()):
+            if placed in linked:
+                return False
+        return all(shared not in linked for shared in self._running_on.get(host, ()))
+
+    def new_slot_allowed(self, uuid, host):
+        """True when VM ``uuid`` may take a slot on ``host`` as far as its own slots and
+        sharers go: not its host, not a slot host, no sharer running there."""
+        own = self._vm_host.get(uuid)
+        if own is None or host == own or host in self._slot_hosts[uuid]:
+            return False
+        running = self._running_on.get(host, ())
+        return not any(held in running for held in self._vm_res[uuid])
+
+
+# -- VMs that no longer meet constraints 1-5 (see DependencyGraph) leave their reservations.
+
+INELIGIBLE = "VM no longer meets the failover constraints"
+
+
+def remove_ineligible(graph, order, vm_hosts):
+    """Unlink VMs that break constraints 1-5, visiting reservations in ``order`` and members by
+    uuid; each removal takes effect at once. VMs without a host in ``vm_hosts`` are left alone;
+    a VM whose host there differs from the graph's is removed. Returns the removals."""
+    passed = set()
+    out = []
+    for name in order:
+        for uuid in sorted(graph.members(name)):
+            current = vm_hosts.get(uuid)
+            if current is None or uuid in passed:
+                continue
+            recorded = graph.host_of(uuid)
+            if current == recorded and graph.vm_ok(uuid):
+                passed.add(uuid)
+                continue
+            graph.unlink(uuid, name)
+            if current == recorded:
+                why = INELIGIBLE
+            elif recorded is None:
+                why = "the VM's allocations disagree on its host"
+            else:
+                why = "VM runs on %s, not on recorded %s" % (current, recorded)
+            out.append(Removal(name, uuid, recorded if recorded is not None else current, why))
+    return out
+
+
+# -- Flavor trait requirements (``trait:X=required|forbidden``) against a host's traits.
+
+class TraitNeeds(tuple):
+    """(required, forbidden) frozensets of trait names."""
+
+    __slots__ = ()
+
+    @property
+    def required(self):
+        return self[0]
+
+    @property
+    def forbidden(self):
+        return self[1]
+
+
+def trait_needs(extra_specs):
+    """Read ``trait:NAME`` extra specs; values other than required/forbidden are ignored."""
+    required, forbidden = set(), set()
+    for key, value in (extra_specs or {}).items():
+        if not key.startswith("trait:") or not isinstance(value, str):
+            continue
+        name, value = key[len("trait:"):], value.strip().lower()
+        if value == "required":
+            required.add(name)
+        elif value == "forbidden":
+            forbidden.add(name)
+    return TraitNeeds((frozenset(required), frozenset(forbidden)))
+
+
+def host_satisfies(host_traits, needs):
+    """True when the host has every required trait and none of the forbidden ones."""
+    return needs.required <= host_traits and not (needs.forbidden & host_traits)
+
+
+# -- How many failover slots a flavor needs: glob patterns mapped to counts.
+# Patterns follow shell globbing as in Go's ``filepath.Match``: ``*`` matches any run of characters
+# except ``/``, ``?`` one character except ``/``, ``[a-z]``/``[^a-z]`` a class, ``\`` escapes. When
+# several patterns match, the highest count wins; an empty flavor name needs nothing.
+
+@functools.lru_cache(maxsize=1024)
+def _compile(pattern):
+    out = []
+    i, n = 0, len(pattern)
+    while i < n:
+        char = pattern[i]
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "\\":
+            if i + 1 == n:
+                raise ValueError("ends with a lone backslash")
+            i += 1
+            out.append(re.escape(pattern[i]))
+        elif char == "[":
+            i, klass = _char_class(pattern, i + 1)
+            out.append(klass)
+            continue
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return re.compile("".join(out) + r"\Z", re.DOTALL)
+
+
+def _char_class(pattern, i):
+    """Translate a class starting after '['; returns (index after ']', regex)."""
+    n = len(pattern)
+    negate = i < n and pattern[i] == "^"
+    if negate:
+        i += 1
+    ranges = []
+    while True:
+        if i >= n:
+            raise ValueError("has an unclosed '['")
+        if pattern[i] == "]" and ranges:
+            return i + 1, "[%s%s]" % ("^" if negate else "", "".join(ranges))
+        i, low = _class_char(pattern, i)
+        if i < n and pattern[i] == "-":
+            i, high = _class_char(pattern, i + 1)
+            if high < low:
+                raise ValueError("has a reversed range %s-%s" % (low, high))
+            ranges.append("%s-%s" % (re.escape(low), re.escape(high)))
+        else:
+            ranges.append(re.escape(low))
+
+
+def _class_char(pattern, i):
+    if i >= len(pattern) or pattern[i] in "-]":
+        raise ValueError("has an empty or malformed character class")
+    if pattern[i] == "\\":
+        i += 1
+        if i >= len(pattern):
+            raise ValueError("ends with a lone backslash")
+    return i + 1, pattern[i]
+
+
+def validate_requirements(requirements, path="requirements"):
+    """Checked copy of ``{pattern: count}``; InvalidSpec names the bad pattern and the fix."""
+    if requirements is None:
+        return {}
+    if not isinstance(requirements, dict):
+        raise field_error(path, "must be a mapping of flavor pattern to count, e.g. {'hana_*': 2, '*': 1}")
+    out = {}
+    for pattern, count in requirements.items():
+        where = "%s[%r]" % (path, pattern)
+        if not isinstance(pattern, str) or not pattern:
+            raise field_error(where, "the flavor pattern must be a non-empty string")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise field_error(where, "the count must be a whole number >= 0, got %r" % (count,))
+        try:
+            _compile(pattern)
+        except ValueError as exc:
+            raise field_error(where, "the pattern %s; use *, ?, [a-z] or escape with \\" % exc) from exc
+        out[pattern] = count
+    return out
+
+
+def required_count(flavor, requirements):
+    """Highest count among patterns matching ``flavor``; 0 for no match or an empty flavor."""
+    if not flavor:
+        return 0
+    best = 0
+    for pattern, count in requirements.items():
+        if count > best and _compile(pattern).match(flavor):
+            best = count
+    return best

@@ -1,0 +1,185 @@
+"""Breaker and rate limiter shared by many processes (each test runs on SQLite and Redis).
+
+The workers are this file run as a script (``python test_multiprocess.py ROLE PARAMS``), so it
+imports nothing heavy at module level: eight worker start-ups stay cheap.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (
+    CircuitBreaker)
+from ansible_collections.resilient.virt.plugins.module_utils.errors import (
+    BreakerOpen, Unavailable)
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.rate_limit import RateLimiter
+from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
+
+WORKERS = 8
+HUGE = 10 ** 9
+
+
+def _breaker(store, p):
+    return CircuitBreaker(store, p["name"], failure_threshold=p.get("threshold", HUGE),
+                          reset_timeout=p.get("reset", 3600), probe_lease=p.get("lease", 60),
+                          half_open_max_calls=p.get("max_probes", 1))
+
+
+def _wait_start(p):
+    time.sleep(max(0.0, p["start_at"] - time.time()))
+
+
+# --- worker roles: each prints one JSON line -----------------------------------------------
+
+def role_count(store, p):
+    """n failures and n successes through one closed breaker."""
+    breaker = _breaker(store, p)
+    _wait_start(p)
+    for _dummy in range(p["n"]):
+        breaker.on_failure(breaker.before_call(), Unavailable("down"))
+        breaker.on_success(breaker.before_call())
+    return {}
+
+
+def role_reject(store, p):
+    """n calls against an open breaker; all must be refused."""
+    breaker = _breaker(store, p)
+    _wait_start(p)
+    refused = 0
+    for _dummy in range(p["n"]):
+        try:
+            breaker.before_call()
+        except BreakerOpen:
+            refused += 1
+    return {"refused": refused}
+
+
+def _track(store, delta):
+    def fn(cur, now):
+        cur = cur or {"now": 0, "max": 0}
+        inflight = cur["now"] + delta
+        return {"now": inflight, "max": max(cur["max"], inflight)}, inflight
+    return store.update("test", "inflight", fn)
+
+
+def role_probe(store, p):
+    """Until end_at: take a probe slot when free, hold it, release it without a verdict."""
+    breaker = _breaker(store, p)
+    _wait_start(p)
+    probes = 0
+    while time.time() < p["end_at"]:
+        try:
+            permit = breaker.before_call()
+        except BreakerOpen:
+            time.sleep(0.01)
+            continue
+        assert permit.probe, "the breaker closed: the test lost its half-open state"
+        probes += 1
+        _track(store, +1)
+        time.sleep(p["hold"])
+        _track(store, -1)
+        breaker.release(permit)
+    return {"probes": probes}
+
+
+def role_hold_probe(store, p):
+    """Take the probe slot, say so, then hang until killed."""
+    permit = _breaker(store, p).before_call()
+    print(json.dumps({"probe": permit.probe}), flush=True)
+    time.sleep(60)
+    return {}
+
+
+def role_rate(store, p):
+    """Until end_at: acquire turns as fast as allowed; report the admission times."""
+    limiter = RateLimiter(store, p["name"], p["qps"], p["burst"])
+    _wait_start(p)
+    stamps = []
+    while time.time() < p["end_at"]:
+        limiter.acquire()
+        stamps.append(time.time())
+    return {"stamps": stamps}
+
+
+# --- parent side ------------------------------------------------------------------------------
+
+def _spawn(role, url, env, **params):
+    return subprocess.Popen([sys.executable, os.path.abspath(__file__), role, url,
+                             json.dumps(params)], env=env, stdout=subprocess.PIPE)
+
+
+def _run_all(role, url, env, count=WORKERS, **params):
+    params.setdefault("start_at", time.time() + 1.0)
+    procs = [_spawn(role, url, env, **params) for dummy in range(count)]
+    results = []
+    for proc in procs:
+        out, dummy = proc.communicate(timeout=60)
+        assert proc.returncode == 0, "worker %s failed" % role
+        results.append(json.loads(out.decode().strip().splitlines()[-1]))
+    return results
+
+
+def test_counters_are_exact_across_processes(store, store_url, child_env):
+    _run_all("count", store_url, child_env, name="mp:count", n=50)
+    snap = _breaker(store, {"name": "mp:count"}).snapshot()
+    assert (snap["failures_total"], snap["successes_total"]) == (WORKERS * 50, WORKERS * 50)
+    assert snap["state"] == "closed"
+
+    _breaker(store, {"name": "mp:count"}).force_open()
+    results = _run_all("reject", store_url, child_env, name="mp:count", n=25)
+    assert [r["refused"] for r in results] == [25] * WORKERS
+    snap = _breaker(store, {"name": "mp:count"}).snapshot()
+    assert snap["rejected_total"] == WORKERS * 25
+    assert snap["failures_total"] == WORKERS * 50
+
+
+def test_half_open_admits_at_most_max_probes_at_once(store, store_url, child_env):
+    params = {"name": "mp:probe", "reset": 0.05, "max_probes": 2}
+    _breaker(store, params).force_open()
+    time.sleep(0.1)
+    start = time.time() + 1.0
+    results = _run_all("probe", store_url, child_env, start_at=start, end_at=start + 3,
+                       hold=0.15, **params)
+    tracked = store.get("test", "inflight")
+    assert tracked["now"] == 0
+    assert tracked["max"] == 2, tracked
+    assert sum(r["probes"] for r in results) >= 10
+    snap = _breaker(store, params).snapshot()
+    assert (snap["state"], snap["probes_in_flight"]) == ("half_open", 0)
+
+
+def test_killed_probe_frees_its_slot_when_the_lease_ends(store, store_url, child_env):
+    params = {"name": "mp:crash", "reset": 0.05, "lease": 3.0}
+    breaker = _breaker(store, params)
+    breaker.force_open()
+    time.sleep(0.1)
+    proc = _spawn("hold_probe", store_url, child_env, **params)
+    assert json.loads(proc.stdout.readline())["probe"]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+    leased_until = breaker.store.now() + 3.0
+    results = _run_all("reject", store_url, child_env, count=4, n=5, **params)
+    assert [r["refused"] for r in results] == [5] * 4  # the dead probe still holds the slot
+    time.sleep(max(0.0, leased_until - breaker.store.now()) + 0.05)
+    assert breaker.snapshot()["probes_in_flight"] == 0
+    breaker.on_success(breaker.before_call())
+    assert breaker.snapshot()["state"] == "closed"
+
+
+def test_no_one_second_window_admits_more_than_rate_plus_burst(store_url, child_env):
+    qps, burst, seconds = 10, 5, 3
+    start = time.time() + 1.0
+    results = _run_all("rate", store_url, child_env, name="mp:rate", qps=qps, burst=burst,
+                       start_at=start, end_at=start + seconds)
+    stamps = sorted(t for r in results for t in r["stamps"])
+    assert len(stamps) >= qps * (seconds - 1) + burst  # the limiter does let calls through
+    worst = max(sum(1 for t in stamps[i:] if t < first + 1.0) for i, first in enumerate(stamps))
+    assert worst <= qps + burst, worst
+
+
+if __name__ == "__main__":
+    _role, _url, _params = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    print(json.dumps(globals()["role_" + _role](open_store(_url), _params)), flush=True)
