@@ -18,7 +18,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 # The public API (its types are part of the contract), checked with mypy
 TYPED := errors providers.contract providers.hookspecs _failover.model
 
-.PHONY: help deps link test lint unit integration sanity bench demo lab-up lab-down build clean
+.PHONY: help deps link test lint unit integration sanity bench demo lab-up lab-down build clean release-notes
 
 help:
 	@echo "make demo      bring the local lab up and run playbooks/demo.yml"
@@ -78,5 +78,13 @@ demo: deps link lab-up
 build:
 	ansible-galaxy collection build --force --output-path .build
 
-clean: lab-down
-	rm -rf .build
+# At a release: fold changelogs/fragments into changelogs/changelog.yaml and CHANGELOG.rst for
+# VERSION (antsibull-changelog reads the plugins, so it runs on a clean copy of the tree).
+release-notes: deps
+	@test -n "$(VERSION)" || { echo "usage: make release-notes VERSION=x.y.z"; exit 1; }
+	rm -rf .build/release && mkdir -p .build/release
+	git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C .build/release
+	cd .build/release && antsibull-changelog release --version $(VERSION)
+	cp .build/release/CHANGELOG.rst CHANGELOG.rst
+	cp .build/release/changelogs/changelog.yaml changelogs/changelog.yaml
+	for f in changelogs/fragments/*.yml; do [ -e .build/release/$$f ] || rm -f $$f; done
