@@ -16,8 +16,9 @@ __all__ = ("to_int", "to_float", "to_bool", "parse_duration", "format_duration",
 MAX_DURATION = 7 * 24 * 3600.0  # longer waits and limits are mistakes (and overflow clocks)
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
-_INTEGER = re.compile(r"^\s*[-+]?\d+\s*$")
-_DURATION = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?$", re.IGNORECASE)
+# patterns compiled (and cached by re) on first use: most tasks convert few values
+_INTEGER = r"^\s*[-+]?\d+\s*$"
+_DURATION = r"(?i)^(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?$"
 _UNIT = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION_HELP = "use seconds (30, 1.5) or a number with unit ms, s, m or h (250ms, 30s, 4m, 1h)"
 
@@ -26,7 +27,7 @@ def to_int(value):
     """A whole number from an int, a float without fraction or a string of digits."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and _INTEGER.match(value):
+    if isinstance(value, str) and re.match(_INTEGER, value):
         return int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError("must be a whole number")
@@ -76,7 +77,7 @@ def parse_duration(value, name, maximum=MAX_DURATION, minimum=0.0):
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         seconds = float(value)
     elif isinstance(value, str):
-        match = _DURATION.match(value.strip())
+        match = re.match(_DURATION, value.strip())
         if match:
             seconds = float(match.group(1)) * _UNIT[(match.group(2) or "").lower() or None]
     if seconds is None or not math.isfinite(seconds):

@@ -5,8 +5,8 @@ import time
 
 __all__ = ("format_time", "parse_time")
 
-_RFC3339 = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|z|[+-]\d{2}:\d{2})$")
+# a pattern, compiled (and cached by re) on the first parse: most tasks only format times
+_RFC3339 = r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|z|[+-]\d{2}:\d{2})$"
 
 
 def format_time(epoch):
@@ -16,7 +16,7 @@ def format_time(epoch):
 
 def parse_time(text, field="time"):
     """RFC 3339 string -> epoch seconds; InvalidSpec naming ``field`` when malformed."""
-    match = _RFC3339.match(text) if isinstance(text, str) else None
+    match = re.match(_RFC3339, text) if isinstance(text, str) else None
     if match is None:
         from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import socket
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 from collections.abc import Iterable, Iterator, Mapping
 
 from ansible_collections.resilient.virt.plugins.module_utils._masking import redact
@@ -309,10 +309,8 @@ def _builtin(exc: BaseException) -> VirtError | None:
     return None
 
 
-Classifier = Callable[[BaseException], Optional[VirtError]]
-
-
-def classify(exc: BaseException, classifiers: Iterable[Classifier] = ()) -> VirtError:
+def classify(exc: BaseException,
+             classifiers: Iterable[Callable[[BaseException], VirtError | None]] = ()) -> VirtError:
     """Return the VirtError for any exception; the original stays reachable as ``.cause``.
 
     Order: a VirtError already in ``exc`` or its cause chain; the first non-None answer of the

@@ -24,8 +24,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers.contract 
     POWER_ACTIONS, Option, Provider, check_filters, match_filters, new_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import (
-    DOMAIN_TYPES, build_domain_xml, managed_volumes, name_problem, parse_domain_xml,
-    set_domain_resources, validate_spec, volume_xml)
+    DOMAIN_TYPES, managed_volumes, name_problem, parse_domain_xml)
 
 __all__ = ("LibvirtProvider", "resilient_virt_provider_types")
 
@@ -245,6 +244,9 @@ class LibvirtProvider(Provider):
         return self._vm(conn, self._lookup(conn, name))
 
     def create(self, spec):
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import (
+            build_domain_xml, validate_spec)
+
         spec = validate_spec(spec)
         conn = self._connection()
         try:
@@ -292,6 +294,9 @@ class LibvirtProvider(Provider):
 
     def _create_volumes(self, conn, spec, uuid):
         """Create a volume per disk given by size_gb: {disk index: volume dict}."""
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt import (
+            spec as domain_spec)
+
         volumes, pool = {}, None
         try:
             for index, disk in enumerate(spec["disks"]):
@@ -299,7 +304,7 @@ class LibvirtProvider(Provider):
                     continue
                 pool = pool or self._pool(conn, index)
                 name = "%s-%s-disk%d.%s" % (spec["name"], uuid[:8], index, disk["format"])
-                vol = pool.createXML(volume_xml(name, disk["size_gb"], disk["format"]), 0)
+                vol = pool.createXML(domain_spec.volume_xml(name, disk["size_gb"], disk["format"]), 0)
                 volumes[index] = {"pool": pool.name(), "name": name, "path": vol.path(),
                                   "size_gb": disk["size_gb"]}
         except Exception:
@@ -391,6 +396,9 @@ class LibvirtProvider(Provider):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < low):
                 raise field_error(field, "%r: must be an integer >= %d" % (value, low))
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import (
+            set_domain_resources)
+
         lv = _libvirt()
         conn = self._connection()
         dom = self._lookup(conn, name)

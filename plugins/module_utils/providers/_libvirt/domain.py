@@ -1,94 +1,27 @@
-"""libvirt VM spec: JSON Schema validation, domain XML building, and parsing XML back.
+"""libvirt domain XML as read back: the VM fields of a domain, the volumes this collection
+created for it, and what libvirt refuses or mishandles in a domain name.
 
-The spec is the ``create`` argument of the libvirt provider::
-
-    name: web1                       # 1-64 characters, no '/' and no control characters
-    vcpus: 2                         # >= 1
-    memory_mb: 1024                  # >= 16
-    disks:                           # each: size_gb (new volume) or path (existing image)
-      - {size_gb: 10, bus: virtio, format: qcow2}
-      - {path: /isos/install.iso, device: cdrom}
-    interfaces:                      # each: network or bridge
-      - {network: default, model: virtio, mac: "52:54:00:12:34:56"}
-    boot: [hd, network]
-    metadata: {owner: team-a}        # values stored as strings
-    tags: [web]
-
-Unknown keys are errors (typos are caught) and every bad field is reported by its path, for
-example ``disks[0].size_gb: -1 is less than the minimum of 1``. Keys whose value is None count
-as unset. The XML is built with ElementTree, so names and values are escaped, never injected:
-a name such as ``a&b<c>"`` is stored verbatim. Tags, metadata and the volumes created for the VM
-live in the domain's ``<metadata>`` under the namespace :data:`NAMESPACE`.
+Tags, metadata and the volumes created for a VM live in the domain's ``<metadata>`` under the
+namespace :data:`NAMESPACE`; ``spec.py`` writes them.
 """
-import json
-import re
 import xml.etree.ElementTree as ET
 
-from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
-from ansible_collections.resilient.virt.plugins.module_utils.providers._vm_schema import (
-    MAC_PATTERN, STRING, check_spec, field_path, spec_schema as vm_schema)
-
-__all__ = ("NAMESPACE", "DOMAIN_TYPES", "MAX_NAME_BYTES", "name_problem", "spec_schema",
-           "validate_spec", "build_domain_xml",
-           "parse_domain_xml", "managed_volumes", "volume_xml", "set_domain_resources")
+__all__ = ("NAMESPACE", "DOMAIN_TYPES", "MAX_NAME_BYTES", "name_problem", "parse_domain_xml",
+           "managed_volumes", "qualified", "mib")
 
 NAMESPACE = "https://resilient.virt/xmlns/vm/1"
 ET.register_namespace("rv", NAMESPACE)
 
 DOMAIN_TYPES = ("qemu", "kvm")
-DISK_BUSES = ("virtio", "sata", "scsi", "ide")
-DISK_FORMATS = ("qcow2", "raw")
-DISK_DEVICES = ("disk", "cdrom")
-NIC_MODELS = ("virtio", "e1000", "e1000e", "rtl8139")
-BOOT_DEVICES = ("hd", "cdrom", "network")
-_TARGET_PREFIX = {"virtio": "vd", "sata": "sd", "scsi": "sd", "ide": "hd"}
 # libvirt writes /etc/libvirt/qemu/<name>.xml.new, and file names have at most 255 bytes
 MAX_NAME_BYTES = 255 - len(".xml.new")
-# characters XML 1.0 cannot carry at all
-_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _UNITS = {"b": 1, "bytes": 1, "kb": 1000, "k": 1024, "kib": 1024, "mb": 1000 ** 2,
           "m": 1024 ** 2, "mib": 1024 ** 2, "gb": 1000 ** 3, "g": 1024 ** 3, "gib": 1024 ** 3,
           "tb": 1000 ** 4, "t": 1024 ** 4, "tib": 1024 ** 4}
-_MESSAGES = {("mac", "pattern"): "must be a MAC address such as 52:54:00:12:34:56"}
 
 
-def _q(tag):
+def qualified(tag):
     return "{%s}%s" % (NAMESPACE, tag)
-
-
-def spec_schema():
-    """The JSON Schema (draft 7) of a libvirt VM spec."""
-    disk = {"type": "object", "additionalProperties": False, "properties": {
-        "size_gb": {"type": "integer", "minimum": 1},
-        "path": {"type": "string", "pattern": "^/"},
-        "bus": {"enum": list(DISK_BUSES)},
-        "format": {"enum": list(DISK_FORMATS)},
-        "device": {"enum": list(DISK_DEVICES)},
-    }}
-    nic = {"type": "object", "additionalProperties": False, "properties": {
-        "network": STRING, "bridge": STRING,
-        "model": {"enum": list(NIC_MODELS)},
-        "mac": {"type": "string", "pattern": MAC_PATTERN},
-    }}
-    return vm_schema({
-        "memory_mb": {"type": "integer", "minimum": 16},
-        "disks": {"type": "array", "items": disk},
-        "interfaces": {"type": "array", "items": nic},
-        "boot": {"type": "array", "items": {"enum": list(BOOT_DEVICES)}, "uniqueItems": True},
-        "tags": {"type": "array", "items": STRING, "uniqueItems": True},
-    })
-
-
-def _strings(value, parts):
-    if isinstance(value, str):
-        yield parts, value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield parts + [key], str(key)
-            yield from _strings(item, parts + [key])
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _strings(item, parts + [index])
 
 
 def name_problem(name):
@@ -105,146 +38,7 @@ def name_problem(name):
     return None
 
 
-def _semantic_errors(spec):
-    name = spec.get("name")
-    problem = name_problem(name) if isinstance(name, str) and name else None
-    if problem and "/" not in name:  # '/' is the schema's
-        yield "name", problem
-    for parts, text in _strings(spec, []):
-        if _XML_BAD.search(text):
-            yield field_path(parts), "contains a control character that cannot be stored"
-    for index, disk in enumerate(spec.get("disks") or []):
-        if not isinstance(disk, dict):
-            continue
-        where = "disks[%d]" % index
-        if disk.get("device", "disk") == "cdrom":
-            if "size_gb" in disk:
-                yield where + ".size_gb", "a cdrom has no size; give path (an ISO image) or nothing"
-            if disk.get("bus") == "virtio":
-                yield where + ".bus", "a cdrom cannot use virtio; use sata, scsi or ide"
-        elif ("size_gb" in disk) == ("path" in disk):
-            yield where, ("give exactly one of size_gb (a new volume) or path (an existing "
-                          "image)")
-    for index, nic in enumerate(spec.get("interfaces") or []):
-        if isinstance(nic, dict) and ("network" in nic) == ("bridge" in nic):
-            yield "interfaces[%d]" % index, "give exactly one of network or bridge"
-
-
-def _drop_none(value):
-    if isinstance(value, dict):
-        return dict((k, _drop_none(v)) for k, v in value.items() if v is not None)
-    if isinstance(value, list):
-        return [_drop_none(v) for v in value]
-    return value
-
-
-def validate_spec(spec):
-    """Return the spec with defaults filled in, or raise InvalidSpec listing every bad field."""
-    spec = _drop_none(spec)
-    check_spec(spec_schema(), spec, _MESSAGES, _semantic_errors(spec) if isinstance(spec, dict) else ())
-    return _with_defaults(spec)
-
-
-def _with_defaults(spec):
-    disks = []
-    for disk in spec.get("disks") or []:
-        device = disk.get("device", "disk")
-        guessed = "qcow2" if disk.get("size_gb") or disk.get("path", "").endswith(".qcow2") \
-            else "raw"
-        disks.append(dict(disk, device=device,
-                          bus=disk.get("bus", "sata" if device == "cdrom" else "virtio"),
-                          format=disk.get("format", "raw" if device == "cdrom" else guessed)))
-    return dict(spec, disks=disks,
-                interfaces=[dict(nic, model=nic.get("model", "virtio"))
-                            for nic in spec.get("interfaces") or []],
-                boot=spec.get("boot") or ["hd"],
-                metadata=dict((k, v if isinstance(v, str) else json.dumps(v))
-                              for k, v in (spec.get("metadata") or {}).items()),
-                tags=spec.get("tags") or [])
-
-
-def _target(prefix, index):
-    letters = ""
-    index += 1
-    while index:
-        index, rest = divmod(index - 1, 26)
-        letters = chr(ord("a") + rest) + letters
-    return prefix + letters
-
-
-def _sub(parent, tag, text=None, **attrs):
-    node = ET.SubElement(parent, tag, dict((k, str(v)) for k, v in attrs.items()))
-    if text is not None:
-        node.text = str(text)
-    return node
-
-
-def volume_xml(name, size_gb, fmt):
-    """Storage volume XML for a new disk of ``size_gb`` GiB in format ``fmt``."""
-    root = ET.Element("volume")
-    _sub(root, "name", name)
-    _sub(root, "capacity", size_gb, unit="GiB")
-    _sub(_sub(root, "target"), "format", type=fmt)
-    return ET.tostring(root, encoding="unicode")
-
-
-def build_domain_xml(spec, domain_type="qemu", uuid=None, volumes=None):
-    """Domain XML for a validated ``spec`` (see :func:`validate_spec`).
-
-    ``volumes`` maps a disk index to the volume created for it (dict pool, name, path,
-    size_gb); those disks use the volume's path and are recorded in the metadata.
-    """
-    volumes = volumes or {}
-    root = ET.Element("domain", type=domain_type)
-    _sub(root, "name", spec["name"])
-    if uuid:
-        _sub(root, "uuid", uuid)
-    rv = ET.SubElement(_sub(root, "metadata"), _q("vm"))
-    tags = ET.SubElement(rv, _q("tags"))
-    for tag in spec["tags"]:
-        ET.SubElement(tags, _q("tag")).text = tag
-    items = ET.SubElement(rv, _q("metadata"))
-    for key, value in sorted(spec["metadata"].items()):
-        ET.SubElement(items, _q("item"), key=key).text = value
-    owned = ET.SubElement(rv, _q("volumes"))
-    for index in sorted(volumes):
-        vol = volumes[index]
-        ET.SubElement(owned, _q("volume"), pool=vol["pool"], name=vol["name"], path=vol["path"],
-                      size_gb=str(vol["size_gb"]))
-    _sub(root, "memory", spec["memory_mb"], unit="MiB")
-    _sub(root, "currentMemory", spec["memory_mb"], unit="MiB")
-    _sub(root, "vcpu", spec["vcpus"], placement="static")
-    os_node = _sub(root, "os")
-    _sub(os_node, "type", "hvm")
-    for dev in spec["boot"]:
-        _sub(os_node, "boot", dev=dev)
-    features = _sub(root, "features")
-    _sub(features, "acpi")
-    _sub(features, "apic")
-    devices = _sub(root, "devices")
-    used = {}
-    for index, disk in enumerate(spec["disks"]):
-        path = volumes[index]["path"] if index in volumes else disk.get("path")
-        node = _sub(devices, "disk", type="file", device=disk["device"])
-        _sub(node, "driver", name="qemu", type=disk["format"])
-        if path:
-            _sub(node, "source", file=path)
-        prefix = _TARGET_PREFIX[disk["bus"]]
-        _sub(node, "target", dev=_target(prefix, used.get(prefix, 0)), bus=disk["bus"])
-        used[prefix] = used.get(prefix, 0) + 1
-        if disk["device"] == "cdrom":
-            _sub(node, "readonly")
-    for nic in spec["interfaces"]:
-        kind = "network" if "network" in nic else "bridge"
-        node = _sub(devices, "interface", type=kind)
-        if nic.get("mac"):
-            _sub(node, "mac", address=nic["mac"].lower())
-        _sub(node, "source", **{kind: nic[kind]})
-        _sub(node, "model", type=nic["model"])
-    return ET.tostring(root, encoding="unicode")
-
-
-def _mib(node):
+def mib(node):
     if node is None or not (node.text or "").strip():
         return None
     factor = _UNITS.get((node.get("unit") or "KiB").lower(), 1024)
@@ -252,7 +46,7 @@ def _mib(node):
 
 
 def _rv(root):
-    return root.find("metadata/" + _q("vm"))
+    return root.find("metadata/" + qualified("vm"))
 
 
 def parse_domain_xml(xml):
@@ -288,14 +82,14 @@ def parse_domain_xml(xml):
         "uuid": root.findtext("uuid"),
         "domain_type": root.get("type"),
         "vcpus": None if vcpu is None else int(vcpu.get("current") or vcpu.text),
-        "memory_mb": _mib(root.find("currentMemory")) or _mib(root.find("memory")),
+        "memory_mb": mib(root.find("currentMemory")) or mib(root.find("memory")),
         "disks": disks,
         "interfaces": interfaces,
         "boot": [b.get("dev") for b in root.findall("os/boot")],
         "metadata": {} if rv is None else dict(
-            (i.get("key"), i.text or "") for i in rv.findall(_q("metadata") + "/" + _q("item"))),
+            (i.get("key"), i.text or "") for i in rv.findall(qualified("metadata") + "/" + qualified("item"))),
         "tags": [] if rv is None else [
-            t.text or "" for t in rv.findall(_q("tags") + "/" + _q("tag"))],
+            t.text or "" for t in rv.findall(qualified("tags") + "/" + qualified("tag"))],
     }
 
 
@@ -304,32 +98,10 @@ def _volumes(root):
     if rv is None:
         return []
     return [dict(v.attrib, size_gb=int(v.get("size_gb", 0)))
-            for v in rv.findall(_q("volumes") + "/" + _q("volume"))]
+            for v in rv.findall(qualified("volumes") + "/" + qualified("volume"))]
 
 
 def managed_volumes(xml):
     """Volumes this collection created for the domain: [dict(pool, name, path, size_gb)]."""
     return _volumes(ET.fromstring(xml))
 
-
-def set_domain_resources(xml, vcpus=None, memory_mb=None):
-    """Persistent domain XML with ``vcpus`` and/or ``memory_mb`` changed (others kept)."""
-    root = ET.fromstring(xml)
-    if vcpus is not None:
-        vcpu = root.find("vcpu")
-        if vcpu is None:
-            vcpu = _sub(root, "vcpu")
-        vcpu.attrib.pop("current", None)
-        vcpu.text = str(vcpus)
-    if memory_mb is not None:
-        for tag in ("memory", "currentMemory"):
-            node = root.find(tag)
-            if node is None:
-                node = _sub(root, tag)
-            node.set("unit", "MiB")
-            node.text = str(memory_mb)
-        max_memory = root.find("maxMemory")
-        if max_memory is not None and _mib(max_memory) < memory_mb:
-            raise field_error("memory_mb", "%d is above the domain's maxMemory of %d MiB"
-                              % (memory_mb, _mib(max_memory)))
-    return ET.tostring(root, encoding="unicode")
