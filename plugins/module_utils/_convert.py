@@ -84,7 +84,7 @@ def parse_duration(value, name, maximum=MAX_DURATION, minimum=0.0):
         raise field_error(name, "%s=%r is not a duration; %s" % (name, value, _DURATION_HELP))
     if minimum is not None and seconds < minimum:
         raise field_error(name, "%s=%r must be at least %g; %s" % (name, value, minimum,
-                                                                  _DURATION_HELP))
+                                                                   _DURATION_HELP))
     if maximum is not None and seconds > maximum:
         raise field_error(name, "%s=%r is longer than the %s allowed; give a shorter duration"
                           % (name, value, format_duration(maximum)))

@@ -126,7 +126,7 @@ def _strategies(loop, settings):
             loop.delay = remaining if loop.next_at_deadline else delay
             return loop.delay
 
-    return dict(stop=tenacity.stop_after_attempt(loop.max_attempts) | _AtDeadline(),
+    return dict(stop=tenacity.stop_any(tenacity.stop_after_attempt(loop.max_attempts), _AtDeadline()),
                 wait=_Backoff(), retry=tenacity.retry_if_exception(loop.retryable))
 
 

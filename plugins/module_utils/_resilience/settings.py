@@ -123,6 +123,7 @@ def option_spec():
                 spec[setting.key]["choices"] = list(RETRY_PRESETS)
     return spec
 
+
 RetrySettings = namedtuple("RetrySettings", "max_attempts base_delay max_delay multiplier")
 BreakerSettings = namedtuple("BreakerSettings",
                              "failure_threshold reset_timeout half_open_max_calls success_threshold")

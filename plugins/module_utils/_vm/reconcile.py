@@ -118,6 +118,7 @@ def _converge(provider, name, state, spec, current, actions, force, shutdown_tim
     Returns the VM after the last action and the verbs this task carried out.
     """
     vm, done = current, []
+    verb, before = None, None
     for _round in range(MAX_REPLANS):
         try:
             for verb, arguments in actions:

@@ -9,7 +9,7 @@ connection opened meanwhile by the abandoned call stays that call's own, and loo
 """
 import threading
 
-__all__ = ("SharedConnection",)
+__all__ = ("SharedConnection", "SharedConnectionMixin")
 
 
 class SharedConnection:
@@ -63,3 +63,18 @@ class SharedConnection:
             run_with_timeout(lambda: self._close(conn), self._close_timeout, self._what)
         except Exception:  # noqa: BLE001 - closing must never turn a result into a failure
             pass
+
+
+class SharedConnectionMixin:
+    """The Provider methods of a backend that keeps its :class:`SharedConnection` in ``_shared``."""
+
+    _shared: SharedConnection
+
+    def _connection(self):
+        return self._shared.get()
+
+    def abandon(self):
+        self._shared.abandon()
+
+    def close(self):
+        self._shared.close()

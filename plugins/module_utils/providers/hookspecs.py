@@ -98,7 +98,7 @@ def resilient_virt_after_call(provider: Provider, operation: str, arguments: dic
 
 @hookspec(firstresult=True)
 def resilient_virt_hold_capacity(provider: Provider,
-                                  reservation: dict[str, Any]) -> dict[str, Any] | None:
+                                 reservation: dict[str, Any]) -> dict[str, Any] | None:
     """Hold failover capacity natively on the provider, when it has such a feature.
 
     ``reservation`` is a dict describing the capacity (for example ``name``, ``hypervisor``,
@@ -112,7 +112,7 @@ def resilient_virt_hold_capacity(provider: Provider,
 
 @hookspec(firstresult=True)
 def resilient_virt_release_capacity(provider: Provider,
-                                     reservation: dict[str, Any]) -> bool | None:
+                                    reservation: dict[str, Any]) -> bool | None:
     """Release capacity held by ``resilient_virt_hold_capacity``.
 
     ``reservation`` is the same dict, with the held value under ``reservation["held"]``.

@@ -66,8 +66,8 @@ def settings_table():
             "|---|---|---|---|---|"]
     for setting in SETTINGS:
         rows.append("| `%s` | `%s` | %s | %s | %s |" % (setting.option, setting.env,
-                                                    _default(setting), _range(setting),
-                                                    setting.description))
+                                                        _default(setting), _range(setting),
+                                                        setting.description))
     return "\n".join(rows)
 
 

@@ -19,7 +19,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, Internal, InvalidSpec, NotFound, NotSupported, Timeout, Unauthorized, Unavailable,
     field_error, redact)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._connection import (
-    SharedConnection)
+    SharedConnection, SharedConnectionMixin)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
     POWER_ACTIONS, Option, Provider, check_filters, match_filters, new_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
@@ -96,7 +96,7 @@ def _version(number):
     return "%d.%d.%d" % (number // 1000000, number // 1000 % 1000, number % 1000)
 
 
-class LibvirtProvider(Provider):
+class LibvirtProvider(SharedConnectionMixin, Provider):
     """A libvirt host: validate, list_hypervisors, list_vms, describe, create, delete, power,
     reconfigure."""
 
@@ -148,15 +148,6 @@ class LibvirtProvider(Provider):
             return 0
 
         return lv.openAuth(uri, [list(answers), request, None], 0)
-
-    def _connection(self):
-        return self._shared.get()
-
-    def abandon(self):
-        self._shared.abandon()
-
-    def close(self):
-        self._shared.close()
 
     def classify_error(self, exc):
         code = _code(exc)

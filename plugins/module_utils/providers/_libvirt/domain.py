@@ -104,4 +104,3 @@ def _volumes(root):
 def managed_volumes(xml):
     """Volumes this collection created for the domain: [dict(pool, name, path, size_gb)]."""
     return _volumes(ET.fromstring(xml))
-

@@ -239,4 +239,3 @@ def set_domain_resources(xml, vcpus=None, memory_mb=None):
             raise field_error("memory_mb", "%d is above the domain's maxMemory of %d MiB"
                               % (memory_mb, mib(max_memory)))
     return ET.tostring(root, encoding="unicode")
-

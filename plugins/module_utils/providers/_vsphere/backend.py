@@ -22,7 +22,7 @@ import time
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, NotFound, QuotaExceeded, Timeout, Unavailable, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._connection import (
-    SharedConnection)
+    SharedConnection, SharedConnectionMixin)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
     CAPABILITIES, POWER_ACTIONS, Option, Provider, check_filters, match_filters, new_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
@@ -74,7 +74,7 @@ class _Session:
         self.hosts = {}
 
 
-class VSphereProvider(Provider):
+class VSphereProvider(SharedConnectionMixin, Provider):
     """A vCenter or ESXi endpoint: every capability of the contract."""
 
     type_name = "vsphere"
@@ -105,9 +105,9 @@ class VSphereProvider(Provider):
             raise field_error("provider.port", "%d is not a TCP port (1-65535)" % port)
         if not _HOST.match(self.config["host"]):
             raise field_error("provider.host", "must be a host name or an IP address only (without "
-                                            "scheme, user, password, port or path): put the user "
-                                            "in provider.username, the password in "
-                                            "provider.password and the port in provider.port")
+                              "scheme, user, password, port or path): put the user "
+                              "in provider.username, the password in "
+                              "provider.password and the port in provider.port")
         if self.config["protocol"] == "http":
             self.warnings.append(
                 "provider.protocol is http: the session with %s, password included, is not "
@@ -131,7 +131,7 @@ class VSphereProvider(Provider):
         super().check_name(name, creating)
         if len(name) > MAX_NAME_LENGTH:
             raise field_error("name", "%r has %d characters; vSphere VM names have at most %d"
-                           % (name[:20] + "...", len(name), MAX_NAME_LENGTH))
+                              % (name[:20] + "...", len(name), MAX_NAME_LENGTH))
 
     # -- session ------------------------------------------------------------------------------
     def _login(self):
@@ -153,15 +153,6 @@ class VSphereProvider(Provider):
                       httpConnectionTimeout=self.config["timeout"])
         return run_with_timeout(lambda: _Session(SmartConnect(**kwargs)), self.config["timeout"],
                                 "vSphere login to %s" % self.endpoint())
-
-    def _connection(self):
-        return self._shared.get()
-
-    def abandon(self):
-        self._shared.abandon()
-
-    def close(self):
-        self._shared.close()
 
     def classify_error(self, exc):
         """pyVmomi faults, vSphere HTTP and connection failures, with the endpoint named.
@@ -218,7 +209,7 @@ class VSphereProvider(Provider):
                 return ref
         known = ", ".join(sorted(p.get("name", "?") for ref, p in found)) or "none"
         raise field_error("provider.datacenter", "no datacenter named %r on %s (datacenters: %s)"
-                       % (wanted, self.endpoint(), known))
+                          % (wanted, self.endpoint(), known))
 
     def _field_names(self, session, props_list):
         """Custom field key -> name; fetched when a key is not known yet."""
@@ -450,7 +441,7 @@ class VSphereProvider(Provider):
                 raise field_error(field, "%r: must be an integer >= %d" % (value, low))
         if memory_mb is not None and memory_mb % 4:
             raise field_error("memory_mb", "%d: must be a multiple of 4 (vSphere allocates memory "
-                                        "in 4 MB steps)" % memory_mb)
+                              "in 4 MB steps)" % memory_mb)
         session = self._connection()
         ref = self._find_vm(session, name)
         current = self._describe_ref(session, ref, name)
@@ -511,7 +502,7 @@ class VSphereProvider(Provider):
             return ref, props, az
         known = sorted(props.get("name") for ref, props, az in records)
         raise field_error(path, "no host named %r on %s (hosts: %s)"
-                       % (name, self.key, ", ".join(known)))
+                          % (name, self.key, ", ".join(known)))
 
     def _place(self, session, spec):
         """(host ref, props) for a new VM: spec.hypervisor, else the connected host of spec.az
@@ -521,14 +512,14 @@ class VSphereProvider(Provider):
             ref, props, az = self._usable_host(records, spec["hypervisor"], "hypervisor")
             if spec.get("az") and az != spec["az"]:
                 raise field_error("az", "host %r is in az %r, not %r"
-                               % (spec["hypervisor"], az, spec["az"]))
+                                  % (spec["hypervisor"], az, spec["az"]))
             return ref, props
         if spec.get("az"):
             zones = sorted(set(az for ref, props, az in records))
             records = [r for r in records if r[2] == spec["az"]]
             if not records:
                 raise field_error("az", "no cluster named %r on %s (azs: %s)"
-                               % (spec["az"], self.key, ", ".join(zones)))
+                                  % (spec["az"], self.key, ", ".join(zones)))
         usable = [(ref, props) for ref, props, az in records if host_state(props) == "connected"]
         if not usable:
             raise QuotaExceeded("no connected host outside maintenance mode on %s%s"
@@ -551,8 +542,8 @@ class VSphereProvider(Provider):
             if spec["datastore"] not in [n for n, free in stores]:
                 known = ", ".join(sorted(n for n, free in stores))
                 raise field_error("datastore", "%r is not an accessible datastore of host %r "
-                                            "(datastores: %s)" % (spec["datastore"], props["name"],
-                                                                  known))
+                                  "(datastores: %s)" % (spec["datastore"], props["name"],
+                                                        known))
             return spec["datastore"]
         if not stores:
             raise QuotaExceeded("host %r on %s has no accessible datastore" % (props["name"],
@@ -571,7 +562,7 @@ class VSphereProvider(Provider):
             ref = networks.get(name)
             if ref is None:
                 raise field_error(path, "no network named %r on host %r (networks: %s)"
-                               % (name, host, ", ".join(sorted(networks))))
+                                  % (name, host, ", ".join(sorted(networks))))
             nic = vim.vm.device.VirtualEthernetCard
             if isinstance(ref, vim.dvs.DistributedVirtualPortgroup):
                 port = vim.dvs.PortConnection(portgroupKey=ref.key,
