@@ -1,5 +1,4 @@
 """RFC 3339 UTC timestamps ("2026-11-21T10:00:00Z") to and from epoch seconds."""
-import calendar
 import re
 import time
 
@@ -22,6 +21,8 @@ def parse_time(text, field="time"):
 
         raise InvalidSpec("%s: %r is not an RFC 3339 time; use a form like 2026-11-21T10:00:00Z"
                           % (field, text))
+    import calendar
+
     year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
     epoch = calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))
     if match.group(7):
