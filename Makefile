@@ -4,6 +4,8 @@ SHELL := /bin/bash
 PYTHON ?= python3
 LAB_DIR ?= $(CURDIR)/lab/run
 LAB_COUNT ?= 3
+# where `make bench` writes its report; docs/bench-report.md holds the documented run
+BENCH_REPORT ?= $(CURDIR)/.build/bench-report.md
 COLLECTIONS := $(CURDIR)/.build/collections
 SANITY_DIR := $(CURDIR)/.build/sanity/ansible_collections/resilient/virt
 # ansible-test fetches get-pip.py from a host outside the package index; it uses a cached copy
@@ -18,12 +20,13 @@ export PYTHONDONTWRITEBYTECODE := 1
 # The public API (its types are part of the contract), checked with mypy
 TYPED := errors providers.contract providers.hookspecs _failover.model
 
-.PHONY: help deps link test lint unit integration sanity bench demo lab-up lab-down build clean release-notes
+.PHONY: help deps link test lint unit integration mutation sanity bench demo lab-up lab-down build clean release-notes
 
 help:
 	@echo "make demo      bring the local lab up and run playbooks/demo.yml"
 	@echo "make test      lint, unit, integration (real libvirtd/QEMU, vSphere simulator, Redis) and sanity tests"
 	@echo "make lint      ruff on the whole tree, mypy on the typed public API"
+	@echo "make mutation  break the failover planner on purpose and show the tests catch every break"
 	@echo "make bench     benchmarks (core overhead, peers, failover planning)"
 	@echo "make lab-up / lab-down   start or stop the local hypervisors"
 	@echo "make build     build the collection tarball"
@@ -43,6 +46,7 @@ link:
 test: deps link
 	$(MAKE) --no-print-directory lint
 	$(PYTHON) -m pytest -q -p no:randomly tests/unit tests/integration
+	$(MAKE) --no-print-directory mutation
 	$(MAKE) --no-print-directory sanity
 
 lint: deps link
@@ -57,6 +61,9 @@ unit: deps link
 integration: deps link
 	$(PYTHON) -m pytest -q tests/integration
 
+mutation: deps link
+	$(PYTHON) tests/mutation/run.py
+
 sanity: deps link
 	rm -rf $(SANITY_DIR) && mkdir -p $(SANITY_DIR)
 	git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C $(SANITY_DIR)
@@ -64,7 +71,7 @@ sanity: deps link
 	cd $(SANITY_DIR) && git init -q && git add -A && ansible-test sanity --venv --requirements --python 3.11 --color no
 
 bench: deps link lab-up
-	$(PYTHON) bench/run.py --lab-dir $(LAB_DIR)
+	$(PYTHON) bench/run.py --lab-dir $(LAB_DIR) --report $(BENCH_REPORT)
 
 lab-up: deps
 	$(PYTHON) lab/lab.py up --count $(LAB_COUNT) --run-dir $(LAB_DIR)

@@ -7,10 +7,12 @@ Times per call (median and p95 over many calls, after a warm-up):
 * a bare breaker (``before_call`` + ``on_success``) and a bare limiter (``acquire``);
 * one ``StateStore.update``, the unit the above are made of.
 
-Import time: in fresh interpreters, the time that importing every core module_utils adds after
-``ansible.module_utils.basic`` is already imported (median of ``--runs``). Nothing is read from
-or written to ``__pycache__``: every module is compiled from source, as in an AnsiballZ payload,
-so the numbers do not depend on leftovers of earlier runs.
+Import time of the resilience core alone: in fresh interpreters, what importing its modules adds
+after ``ansible.module_utils.basic`` (median of ``--runs``), every module compiled from source
+as in an AnsiballZ payload (nothing read from or written to ``__pycache__``). It is a part of a
+module's code path, shown to follow the core's own weight; what a task pays for its whole code
+path (this collection and the libraries it loads) is measured, with its target, by
+``bench_tasks.py`` on the real module processes.
 
     python3 bench/bench_core.py [--calls N] [--runs N] [--json PATH]
 
@@ -33,7 +35,6 @@ CORE = ("errors", "_resilience.settings", "_state.store", "_resilience.breaker",
         "_resilience.rate_limit", "_resilience.retry", "_resilience.deadline", "_resilience.policy",
         "_conditions")
 TARGET_CALL_MS = 0.5
-TARGET_IMPORT_MS = 15.0
 
 
 use_checkout()
@@ -185,8 +186,9 @@ def main():
     (basic, basic_p95), (core, core_p95) = measure_import(args.runs)
     rows.append({"case": "import ansible.module_utils.basic (reference)", "median_ms": basic,
                  "p95_ms": basic_p95, "target_ms": None})
-    rows.append({"case": "import of the core over ansible.module_utils.basic", "median_ms": core,
-                 "p95_ms": core_p95, "target_ms": TARGET_IMPORT_MS})
+    rows.append({"case": "import of the resilience core alone over ansible.module_utils.basic "
+                         "(%d modules; the whole code path is in the tasks bench)" % len(CORE),
+                 "median_ms": core, "p95_ms": core_p95, "target_ms": None})
 
     failed = False
     print("| case | median | p95 | target | result |")

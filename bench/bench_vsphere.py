@@ -31,8 +31,8 @@ from checkout import use_checkout
 use_checkout()
 vcsim = importlib.import_module("vcsim")
 
-from ansible_collections.resilient.virt.plugins.module_utils.providers import (  # noqa: E402
-    vsphere_backend)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.backend import (  # noqa: E402
+    VSphereProvider)
 
 TARGET = "DC0_C1_RP0_VM0"
 
@@ -141,7 +141,7 @@ def run(vms, rounds):
     bin_dir = os.path.join(vcsim.DEFAULT_RUN_DIR, "vcsim", "bin")
     settings = vcsim.start(run_dir, bin_dir=bin_dir, vms=vms)
     try:
-        provider = vsphere_backend.VSphereProvider(settings)
+        provider = VSphereProvider(settings)
         guarded = _guarded(settings, run_dir)
         si = _connect(settings)
         content = si.RetrieveContent()

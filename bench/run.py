@@ -12,7 +12,7 @@ Runs, one after the other, each in its own process:
 The lab must be up (``python3 lab/lab.py up``; ``make bench`` does it). Every bench's own
 markdown tables are folded into the report, after a summary of the targets.
 
-    python3 bench/run.py [--lab-dir DIR] [--quick] [--json PATH]
+    python3 bench/run.py [--lab-dir DIR] [--quick] [--json PATH] [--report PATH]
 
 Exits 1 when a bench crashed (did not produce its results), 0 otherwise: a missed target is
 shown as FAIL in the report, not turned into an error.
@@ -139,23 +139,36 @@ def headlines(records):
                               ("no-change state=running", "ours_running", "peer_running")):
         if ours in per_task and peer in per_task and "ping" in per_task:
             cpu = tasks["per_task_cpu"]
-            lines.append("Task, %s: %.3f s, %.2fx community.libvirt.virt (CPU %.2fx), %.2fx ping"
-                         % (label, per_task[ours], per_task[ours] / per_task[peer],
-                            cpu[ours] / cpu[peer], per_task[ours] / per_task["ping"]))
+            lines.append("Task, %s: CPU %.3f s, %.2fx community.libvirt.virt (wall %.2fx), "
+                         "%.2fx ping" % (label, cpu[ours], cpu[ours] / cpu[peer],
+                                         per_task[ours] / per_task[peer], cpu[ours] / cpu["ping"]))
+    process = tasks.get("module_process") or {}
+    if "ours_describe" in process:
+        ours = process["ours_describe"]["imports_ms"]
+        line = ("Import of the describe code path: %.1f ms (this collection %.1f, libraries %.1f)"
+                % (ours["code_path"], ours["collection"], ours["libraries"]))
+        if "peer_describe" in process:
+            line += ", community.libvirt.virt %.1f ms" % (
+                process["peer_describe"]["imports_ms"]["code_path"])
+        lines.append(line)
     scaling = tasks.get("scaling")
     if scaling and "ours_list" in per_task:
-        lines.append("Task, list at %d VMs vs %d: resilient.virt %.2fx, community.libvirt %s"
+        cpu, scaled = tasks["per_task_cpu"], scaling["per_task_cpu"]
+        lines.append("Task, list at %d VMs vs %d, CPU: resilient.virt %.2fx, community.libvirt %s"
                      % (scaling["vms"], tasks["settings"]["vms_on_hypervisor"],
-                        scaling["per_task"]["ours_list"] / per_task["ours_list"],
-                        "%.2fx" % (scaling["per_task"]["peer_list"] / per_task["peer_list"])
-                        if "peer_list" in scaling["per_task"] else "not measured"))
+                        scaled["ours_list"] / cpu["ours_list"],
+                        "%.2fx" % (scaled["peer_list"] / cpu["peer_list"])
+                        if "peer_list" in scaled else "not measured"))
     outage = tasks.get("outage")
     if outage:
-        lines.append("Outage, %d tasks on a dead hypervisor: %.1f s with the breaker, %.0f s "
-                     "without (%.1fx), %d provider attempts vs %.0f"
-                     % (outage["on"]["tasks"], outage["on"]["seconds"],
-                        outage["off"]["projected_seconds"], outage["speedup"],
-                        outage["on"]["failures_total"], outage["off"]["projected_attempts"]))
+        on, off = outage["on"], outage["off"]
+        lines.append("Outage, tasks on a dead hypervisor: %d with the breaker in %.1f s (%d "
+                     "provider attempts); %d without it in %.1f s (%d attempts); per task %.1fx; "
+                     "projected to %d tasks without it: %.0f s, %.0f attempts"
+                     % (on["tasks"], on["seconds"], on["failures_total"], off["tasks"],
+                        off["seconds"], off["failures_total"], outage["speedup"],
+                        off["projected_tasks"], off["projected_seconds"],
+                        off["projected_attempts"]))
     fleets = (records.get("failover") or {}).get("result") or {}
     rows = fleets.get("rows") or []
     if len(rows) > 1 and "scaling" in rows[-1]:
@@ -217,6 +230,7 @@ def main(argv=None):
     parser.add_argument("--only", action="append", choices=[b[0] for b in BENCHES],
                         help="run only this bench (repeatable)")
     parser.add_argument("--json", metavar="PATH", help="also write every number as JSON")
+    parser.add_argument("--report", metavar="PATH", help="also write the report to PATH")
     args = parser.parse_args(argv)
     meta = machine()
     meta.update(started=datetime.datetime.now(datetime.timezone.utc).strftime(
@@ -235,7 +249,12 @@ def main(argv=None):
             records[name] = run_bench(script, arguments, workdir)
             print("%s in %.0f s" % (records[name]["status"], records[name]["seconds"]),
                   file=sys.stderr, flush=True)
-    print(report(records, meta))
+    text = report(records, meta)
+    print(text)
+    if args.report:
+        os.makedirs(os.path.dirname(os.path.abspath(args.report)), exist_ok=True)
+        with open(args.report, "w") as handle:
+            handle.write(text + "\n")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"meta": meta, "benches": records, "targets": targets(records)}, handle,

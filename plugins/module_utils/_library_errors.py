@@ -123,5 +123,3 @@ def library_error(exc: BaseException) -> VirtError | None:
     if isinstance(exc, OSError) and exc.errno in _NET_ERRNOS:
         return Unavailable(describe(exc))
     return None
-
-

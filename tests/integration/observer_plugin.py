@@ -2,7 +2,10 @@
 
 Loaded by the modules through ``RESILIENT_VIRT_PLUGINS=observer_plugin`` (with this directory on
 ``PYTHONPATH``); it appends to the file named by :data:`ATTEMPTS_ENV`, so the tests count the
-attempts that reached for the provider without asking the circuit breaker.
+attempts that reached for the provider without asking the circuit breaker. With
+:data:`OUTCOMES_ENV` set it also appends every attempt's outcome (``ok``, ``error``, ``timeout``)
+to that file: an attempt whose look-before-retry found the work done is an ``ok`` outcome with
+no line in the attempts file.
 """
 import json
 import os
@@ -10,20 +13,31 @@ import os
 import pluggy
 
 ATTEMPTS_ENV = "RESILIENT_VIRT_TEST_ATTEMPTS_FILE"
+OUTCOMES_ENV = "RESILIENT_VIRT_TEST_OUTCOMES_FILE"
 hookimpl = pluggy.HookimplMarker("resilient_virt")
+
+
+def _append(path, record):
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, (json.dumps(record) + "\n").encode())  # one append: lines never interleave
+    finally:
+        os.close(fd)
 
 
 @hookimpl
 def resilient_virt_before_call(provider, operation):
     path = os.environ.get(ATTEMPTS_ENV)
-    if not path:
-        return
-    line = json.dumps({"provider": provider.key, "operation": operation, "pid": os.getpid()})
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, (line + "\n").encode())  # one write in append mode: lines never interleave
-    finally:
-        os.close(fd)
+    if path:
+        _append(path, {"provider": provider.key, "operation": operation, "pid": os.getpid()})
+
+
+@hookimpl
+def resilient_virt_after_call(provider, operation, outcome, duration):
+    path = os.environ.get(OUTCOMES_ENV)
+    if path:
+        _append(path, {"provider": provider.key, "operation": operation, "outcome": outcome,
+                       "duration": duration, "pid": os.getpid()})
 
 
 def read_attempts(path):

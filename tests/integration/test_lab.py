@@ -6,9 +6,8 @@ import subprocess
 import threading
 import uuid
 
+import libvirt
 import pytest
-
-libvirt = pytest.importorskip("libvirt")
 
 pytestmark = pytest.mark.lab
 
@@ -36,8 +35,7 @@ def test_state_and_inventory_describe_the_lab(lab):
             assert int(f.read()) == lab.hypervisor(name).daemon_pid("libvirtd")
 
     tool = shutil.which("ansible-inventory")
-    if tool is None:
-        pytest.skip("ansible-inventory not installed")
+    assert tool is not None, "ansible-inventory is not installed (run `make deps`)"
     out = subprocess.run([tool, "-i", lab.inventory_file, "--list"], check=True,
                          capture_output=True, text=True).stdout
     inv = json.loads(out)

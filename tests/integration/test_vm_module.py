@@ -5,12 +5,12 @@ What the module reports is checked against libvirt itself (libvirt-python on the
 import uuid
 import xml.etree.ElementTree as ET
 
+import libvirt
 import pytest
 import yaml
 
 from playbook_runner import play, run_playbook
 
-libvirt = pytest.importorskip("libvirt")
 
 HV = "hv1"
 VM = "resilient.virt.vm"

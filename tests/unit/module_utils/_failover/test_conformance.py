@@ -24,6 +24,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.constrain
 from ansible_collections.resilient.virt.plugins.module_utils._failover.settings import (
     FailoverSettings)
 
+from .oracle import guarantee_breaches, plan_errors
 from .reference import (
     check_vms_still_eligible, does_vm_fit, find_eligible_reservations, graph_maps,
     is_vm_eligible_for_reservation)
@@ -183,13 +184,16 @@ def _check_scenario_outcome(case, hypervisors, vms, result, requirements):
 
 
 def _check_failures(hypervisors, vms, reservations, requirements):
+    """The guarantee by the oracle's own matching, then the evacuation plan against it."""
     needed = {vm.uuid: required_count(vm.flavor, requirements) for vm in vms}
     hosts = [hv.name for hv in hypervisors]
+    assert guarantee_breaches(hosts, vms, reservations, needed) == []
     for size in range(1, max(needed.values(), default=0) + 1):
         for failed in itertools.combinations(hosts, size):
             protected = [vm for vm in vms if needed[vm.uuid] >= size]
-            plan = plan_evacuation(failed, protected, reservations)
-            assert plan.complete, plan.to_dict()
+            plan = plan_evacuation(failed, protected, reservations).to_dict()
+            assert plan_errors(plan, protected, reservations, failed) == [], plan
+            assert plan["complete"], plan
 
 
 def check_integration_scenario(case):

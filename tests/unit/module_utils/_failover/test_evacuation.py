@@ -1,7 +1,14 @@
 """Evacuation plans: a distinct own reservation on a surviving host for each failed-over VM."""
+import itertools
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from ansible_collections.resilient.virt.plugins.module_utils._failover.evacuation import (
     plan_evacuation)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.model import VM, Reservation
+
+from .oracle import max_assignment, plan_errors
 
 SLOT = {"cpu": 4, "memory_mb": 8192}
 
@@ -67,3 +74,37 @@ def test_same_input_same_plan():
     first = plan_evacuation(["h0", "h1"], vms, reservations).to_dict()
     again = plan_evacuation(["h1", "h0"], list(reversed(vms)), list(reversed(reservations)))
     assert again.to_dict() == first and first["failed_hosts"] == ["h0", "h1"]
+
+
+@st.composite
+def holdings(draw):
+    """Random VMs and reservations, each reservation listing random VMs (with their host or, now
+    and then, a stale one) and random sizes: inputs the planner would never produce too."""
+    hosts = ["h%d" % i for i in range(draw(st.integers(2, 6)))]
+    vms = [VM("v%02d" % i, draw(st.sampled_from(hosts)), "az-a", "m1", draw(st.integers(1, 4)),
+              draw(st.sampled_from([512, 1024, 4096]))) for i in range(draw(st.integers(0, 10)))]
+    reservations = []
+    for index in range(draw(st.integers(0, 8))):
+        members = draw(st.lists(st.sampled_from(vms), unique_by=lambda v: v.uuid, max_size=4)) \
+            if vms else []
+        allocations = {v.uuid: v.host if draw(st.integers(0, 9)) else "stale" for v in members}
+        reservations.append(Reservation(
+            "r%d" % index, draw(st.sampled_from(hosts)), "az-a",
+            {"cpu": draw(st.integers(1, 4)), "memory_mb": draw(st.sampled_from([512, 2048, 4096]))},
+            allocations))
+    return hosts, vms, reservations
+
+
+@settings(max_examples=300, deadline=None)
+@given(holdings())
+def test_every_plan_agrees_with_an_independent_matching(case):
+    """Whatever the input, the plan names every affected VM once, uses only moves the VM may
+    make, no reservation twice, and leaves a VM unplaced only when no distinct assignment of all
+    of them exists (the oracle's own matching decides)."""
+    hosts, vms, reservations = case
+    for size in (1, 2):
+        for failed in itertools.combinations(hosts, size):
+            plan = plan_evacuation(failed, vms, reservations).to_dict()
+            assert plan_errors(plan, vms, reservations, failed) == [], plan
+            placed = max_assignment([v for v in vms if v.host in failed], reservations, set(failed))
+            assert plan["placed"] == len(placed)  # as many as a maximum matching places

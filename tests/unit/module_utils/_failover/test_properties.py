@@ -19,6 +19,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.settings 
 from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import (
     host_satisfies, trait_needs)
 
+from .oracle import guarantee_breaches, plan_errors
 from .reference import would_be_eligible
 
 REQUIREMENTS = {"one.*": 1, "two.*": 2, "none": 0}
@@ -115,21 +116,18 @@ def check_result(hypervisors, vms, result):
 
 
 def check_evacuations(hypervisors, vms, reservations):
-    """For k failed hosts, every VM there that requires and holds >= k slots gets one of them."""
+    """For k failed hosts, every VM there that requires and holds >= k slots gets one of them:
+    judged by the oracle's own matching, then the evacuation plan judged against it."""
     held = Counter(u for r in reservations for u in r.allocations)
     hosts = [hv.name for hv in hypervisors]
+    covered = {vm.uuid: min(held[vm.uuid], required_count(vm.flavor, REQUIREMENTS)) for vm in vms}
+    assert guarantee_breaches(hosts, vms, reservations, covered) == []
     for size in (1, 2):
-        protected = [vm for vm in vms if min(held[vm.uuid],
-                                             required_count(vm.flavor, REQUIREMENTS)) >= size]
+        protected = [vm for vm in vms if covered[vm.uuid] >= size]
         for failed in itertools.combinations(hosts, size):
-            plan = plan_evacuation(failed, protected, reservations)
-            assert plan.complete, plan.to_dict()
-            used = [m["reservation"] for m in plan.moves]
-            assert len(used) == len(set(used))
-            by_name = {r.name: r for r in reservations}
-            for move in plan.moves:
-                assert move["to_host"] not in failed
-                assert move["vm"] in by_name[move["reservation"]].allocations
+            plan = plan_evacuation(failed, protected, reservations).to_dict()
+            assert plan_errors(plan, protected, reservations, failed) == [], plan
+            assert plan["complete"] and not plan["unplaced"], plan
 
 
 @settings(**PROFILE)

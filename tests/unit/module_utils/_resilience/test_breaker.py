@@ -94,13 +94,14 @@ def test_open_breaker_refuses_with_the_half_open_time(store):
 
 
 def test_rejections_do_not_push_back_half_open(store):
-    breaker = CircuitBreaker(store, "p:rej", failure_threshold=1, reset_timeout=0.4)
+    # 5 rejections a few ms apart, well inside the 2 s before half-open even on a loaded machine
+    breaker = CircuitBreaker(store, "p:rej", failure_threshold=1, reset_timeout=2.0)
     _fail(breaker)
     first = breaker.snapshot()
     for _dummy in range(5):
         with pytest.raises(BreakerOpen):
             breaker.before_call()
-        time.sleep(0.05)
+        time.sleep(0.005)
     snap = breaker.snapshot()
     assert snap["rejected_total"] == 5
     assert (snap["opened_at"], snap["half_open_at"]) == (first["opened_at"], first["half_open_at"])
@@ -161,13 +162,15 @@ def test_half_open_admits_at_most_max_probes(store):
 
 def test_probe_lease_expiry_frees_the_slot(store):
     breaker = CircuitBreaker(store, "p:lease", failure_threshold=1, reset_timeout=0.1,
-                             probe_lease=0.3)
+                             probe_lease=2.0)
     _fail(breaker)
     _wait_half_open(breaker)
+    leased_at = breaker.store.now()
     breaker.before_call()  # this probe's process "dies": no outcome ever comes
     with pytest.raises(BreakerOpen):
         breaker.before_call()
-    time.sleep(0.35)
+    assert breaker.store.now() < leased_at + 2.0, "too slow to see the slot held: rerun"
+    time.sleep(max(0.0, leased_at + 2.0 - breaker.store.now()) + 0.05)
     assert breaker.snapshot()["probes_in_flight"] == 0
     breaker.on_success(breaker.before_call())
     assert breaker.snapshot()["state"] == "closed"
@@ -186,12 +189,12 @@ def test_reset_closes_and_keeps_totals(store):
 
 
 def test_force_open_opens_now_and_half_opens_after_reset_timeout(store):
-    breaker = CircuitBreaker(store, "p:force", reset_timeout=0.3)
+    breaker = CircuitBreaker(store, "p:force", reset_timeout=1.0)
     before = store.now()
     breaker.force_open()
     snap = breaker.snapshot()
     assert snap["state"] == "open" and snap["opened_total"] == 1
-    assert before <= snap["opened_at"] and snap["half_open_at"] == snap["opened_at"] + 0.3
+    assert before <= snap["opened_at"] and snap["half_open_at"] == snap["opened_at"] + 1.0
     with pytest.raises(BreakerOpen):
         breaker.before_call()
     _wait_half_open(breaker)

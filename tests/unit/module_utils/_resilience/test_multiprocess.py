@@ -151,17 +151,23 @@ def test_half_open_admits_at_most_max_probes_at_once(store, store_url, child_env
 
 
 def test_killed_probe_frees_its_slot_when_the_lease_ends(store, store_url, child_env):
-    params = {"name": "mp:crash", "reset": 0.05, "lease": 3.0}
+    # The lease is long enough for 4 fresh processes to start on a loaded 2-core machine; the
+    # rejecting workers start at once, and the test checks they ran before the lease ended.
+    params = {"name": "mp:crash", "reset": 0.05, "lease": 10.0}
     breaker = _breaker(store, params)
     breaker.force_open()
     time.sleep(0.1)
+    taken_after = breaker.store.now()
     proc = _spawn("hold_probe", store_url, child_env, **params)
     assert json.loads(proc.stdout.readline())["probe"]
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     proc.stdout.close()
-    leased_until = breaker.store.now() + 3.0
-    results = _run_all("reject", store_url, child_env, count=4, n=5, **params)
+    leased_until = breaker.store.get("breaker", "mp:crash")["probes"]
+    leased_until = max(leased_until.values())
+    assert taken_after + 10.0 <= leased_until <= breaker.store.now() + 10.0
+    results = _run_all("reject", store_url, child_env, count=4, n=5, start_at=0, **params)
+    assert breaker.store.now() < leased_until, "the workers outlived the lease: rerun"
     assert [r["refused"] for r in results] == [5] * 4  # the dead probe still holds the slot
     time.sleep(max(0.0, leased_until - breaker.store.now()) + 0.05)
     assert breaker.snapshot()["probes_in_flight"] == 0

@@ -162,18 +162,18 @@ def frozen_server(start_redis_server):
 
 
 def test_a_frozen_server_fails_within_the_store_timeout(frozen_server):
-    store = RedisStore(frozen_server.url(), timeout=0.5)
+    store = RedisStore(frozen_server.url(), timeout=1.0)
     began = time.monotonic()
     with pytest.raises(StoreUnavailable) as info:
         store.update("t", "k", lambda cur, now: ({"n": 2}, None))
     elapsed = time.monotonic() - began
-    assert 0.4 < elapsed < 2.0, elapsed  # one socket timeout, not redis-py's retries
+    assert 0.9 < elapsed < 2.5, elapsed  # one socket timeout, not redis-py's retries
     assert info.value.type == "Unavailable" and not info.value.retryable
     assert frozen_server.password not in str(info.value)
     began = time.monotonic()
     with pytest.raises(StoreUnavailable):  # known failing: no second wait
         store.get("t", "k")
-    assert time.monotonic() - began < 0.1
+    assert time.monotonic() - began < 0.5
 
 
 def test_a_shorter_timeout_bounds_one_operation_on_a_frozen_server(frozen_server):

@@ -1,6 +1,7 @@
 """pyVmomi faults (real fault objects) and vSphere endpoint failures map into the taxonomy."""
 import http.client
 
+import pyVmomi
 import pytest
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
@@ -9,7 +10,6 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.faults import (
     classify_fault)
 
-pyVmomi = pytest.importorskip("pyVmomi")
 vim, vmodl = pyVmomi.vim, pyVmomi.vmodl
 
 

@@ -1,0 +1,148 @@
+"""A create whose first attempt times out while the provider still works on it ends with one VM.
+
+Through a real ``ansible-playbook`` run of ``resilient.virt.vm`` (state running), on a lab
+hypervisor and on the vSphere simulator. A test plugin (freeze_plugin.py) freezes the provider's
+process (SIGSTOP) as the first create attempt starts and thaws it (SIGCONT) 5 s later; the
+attempt's time limit is 3 s and the wait before the retry at least 4 s. So the first attempt
+times out while its create is pending, the create completes in the abandoned attempt once the
+provider thaws, and the retry must see that VM instead of creating another.
+
+Proof, independent of the collection's own account: the observer plugin records which attempts
+called the backend (exactly one create) and every attempt's outcome (timeout, then ok); the
+provider itself, read through libvirt-python or a pyVmomi session of the test's own, holds one
+VM of that name, with the UUID the task reports, running.
+"""
+import importlib
+import os
+import signal
+import uuid
+
+import libvirt
+import pytest
+from observer_plugin import ATTEMPTS_ENV, OUTCOMES_ENV, read_attempts
+from playbook_runner import play, run_playbook
+
+from freeze_plugin import FREEZE_ENV, MARKER_ENV
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ATTEMPT_LIMIT = 3.0   # timeout_mutating
+RETRY_WAIT = 4.0      # base_delay: the retry starts at least 7 s after the first attempt
+THAW_AFTER = 5.0      # between the two
+RESILIENCE = {"timeout_mutating": "%gs" % ATTEMPT_LIMIT, "base_delay": "%gs" % RETRY_WAIT,
+              "max_attempts": 3, "failure_threshold": 10}
+
+
+def _run_with_freeze(tmp_path, provider, name, pid):
+    attempts, outcomes = str(tmp_path / "attempts.jsonl"), str(tmp_path / "outcomes.jsonl")
+    env = {
+        "RESILIENT_VIRT_PLUGINS": "observer_plugin,freeze_plugin",
+        "PYTHONPATH": os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")])),
+        ATTEMPTS_ENV: attempts, OUTCOMES_ENV: outcomes,
+        FREEZE_ENV: "%d:%g" % (pid, THAW_AFTER), MARKER_ENV: str(tmp_path / "frozen-once"),
+    }
+    task = {"name": "create", "resilient.virt.vm": {
+        "name": name, "vcpus": 1, "memory_mb": 64, "state": "running", "resilience": RESILIENCE}}
+    store = "sqlite:///%s" % (tmp_path / "state.db")
+    try:
+        run = run_playbook(tmp_path, [play([task], module_defaults={
+            "provider": provider, "state_store": store})], env=env, timeout=300)
+    finally:
+        os.kill(pid, signal.SIGCONT)  # thawed whatever happened
+    return run, read_attempts(attempts), read_attempts(outcomes)
+
+
+def _check(run, attempts, outcomes, tmp_path):
+    assert os.path.exists(tmp_path / "frozen-once.fired"), "the provider was never frozen"
+    assert run.rc == 0, run
+    created = run.task("create")
+    assert created["changed"] is True and created["actions"] == ["create", "start"], created
+    assert created["vm"]["state"] == "running", created
+    calls = [a["operation"] for a in attempts]
+    assert calls.count("create") == 1, calls
+    create_outcomes = [o["outcome"] for o in outcomes if o["operation"] == "create"]
+    assert create_outcomes == ["timeout", "ok"], outcomes
+    timed_out = [o for o in outcomes if o["outcome"] == "timeout"][0]
+    assert ATTEMPT_LIMIT <= timed_out["duration"] < ATTEMPT_LIMIT + 2, timed_out
+    print("\ncreate: attempt 1 timed out after %.1f s with the provider frozen, the retry found "
+          "the VM (%d create call in all), task %.1f s" % (
+              timed_out["duration"], calls.count("create"), created.duration))
+    return created["vm"]["uuid"]
+
+
+def test_libvirt(lab, tmp_path):
+    hv = lab.hypervisor("hv2")
+    name = "retried-%s" % uuid.uuid4().hex[:6]
+    provider = {"type": "libvirt", "name": "hv2-frozen", "uri": hv.uri}
+    conn = libvirt.open(hv.uri)
+    try:
+        run, attempts, outcomes = _run_with_freeze(tmp_path, provider, name,
+                                                   hv.daemon_pid("libvirtd"))
+        try:
+            reported = _check(run, attempts, outcomes, tmp_path)
+            mine = [dom for dom in conn.listAllDomains(0) if dom.name() == name]
+            assert len(mine) == 1
+            assert mine[0].UUIDString() == reported and mine[0].isActive()
+        finally:
+            for dom in conn.listAllDomains(0):
+                if dom.name() == name:
+                    if dom.isActive():
+                        dom.destroy()
+                    dom.undefine()
+    finally:
+        conn.close()
+
+
+def test_vsphere(lab, vsphere, tmp_path):
+    from pyVim.connect import Disconnect, SmartConnect
+    from pyVmomi import vim, vmodl
+
+    vcsim = importlib.import_module("vcsim")  # lab/ is on sys.path (conftest.py)
+    pid = vcsim.status(lab.run_dir)["pid"]
+    name = "retried-%s" % uuid.uuid4().hex[:6]
+    si = SmartConnect(protocol="http", host=vsphere["host"], port=vsphere["port"],
+                      user=vsphere["username"], pwd=vsphere["password"])
+    content = si.RetrieveContent()
+
+    def vms_named():
+        view = content.viewManager.CreateContainerView(content.rootFolder,
+                                                       [vim.VirtualMachine], True)
+        found = []
+        try:
+            for vm in view.view:
+                try:
+                    if vm.name == name:
+                        found.append(vm)
+                except vmodl.fault.ManagedObjectNotFound:  # deleted since the view was made
+                    continue
+            return found
+        finally:
+            view.Destroy()
+
+    try:
+        run, attempts, outcomes = _run_with_freeze(tmp_path, dict(vsphere, name="vcsim-frozen"),
+                                                   name, pid)
+        try:
+            reported = _check(run, attempts, outcomes, tmp_path)
+            mine = vms_named()
+            assert len(mine) == 1
+            assert mine[0].config.instanceUuid == reported or mine[0].config.uuid == reported
+            assert mine[0].runtime.powerState == "poweredOn"
+        finally:
+            for vm in vms_named():
+                if vm.runtime.powerState != "poweredOff":
+                    vm.PowerOffVM_Task()
+                    _wait_task_free(vm)
+                vm.Destroy_Task()
+    finally:
+        Disconnect(si)
+
+
+def _wait_task_free(vm):
+    """Until the simulator reports the VM powered off (its power-off task is quick)."""
+    import time
+
+    end = time.monotonic() + 30
+    while vm.runtime.powerState != "poweredOff":
+        if time.monotonic() > end:
+            pytest.fail("the simulator did not power off %s within 30 s" % vm.name)
+        time.sleep(0.1)

@@ -1,0 +1,156 @@
+"""Break the failover planner on purpose, one way at a time, and show that the tests notice.
+
+Each mutant is a small edit of the code: drop a VM from an evacuation, let a slot land on the
+VM's own host, ignore a zone, a trait or the free capacity... For each one the tree is copied,
+the edit applied to the copy and the failover unit tests run there; a mutant the tests do not
+fail on is a hole in the proof, and the run exits 1. An edit whose original text is no longer in
+the code fails too (the code moved: update the mutant).
+
+    python3 tests/mutation/run.py [--only NAME]
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FAILOVER = "plugins/module_utils/_failover/"
+TESTS = "tests/unit/module_utils/_failover"
+
+# name: (file, original text, mutated text, what it breaks)
+MUTANTS = {
+    "evacuation-drops-a-vm": (
+        FAILOVER + "evacuation.py",
+        "    wanted = set(vm.uuid for vm in affected)\n",
+        "    affected = affected[:-1]\n    wanted = set(vm.uuid for vm in affected)\n",
+        "an evacuation silently leaves out one affected VM"),
+    "evacuation-uses-failed-hosts": (
+        FAILOVER + "evacuation.py",
+        "if res.host not in failed and res.allocations[vm.uuid] == vm.host",
+        "if res.allocations[vm.uuid] == vm.host",
+        "a VM is moved onto a reservation on another failed host"),
+    "rule-1-own-host": (
+        FAILOVER + "constraints.py",
+        "        if own is None or host == own or host in self._slot_hosts[uuid]:",
+        "        if own is None or host in self._slot_hosts[uuid]:",
+        "a VM may hold a slot on its own host (and a picker may put one there)"),
+    "rule-2-distinct-slot-hosts": (
+        FAILOVER + "constraints.py",
+        "        if own is None or host == own or host in self._slot_hosts[uuid]:",
+        "        if own is None or host == own:",
+        "a VM may hold two slots on one host"),
+    "rule-4-sharer-on-slot-host": (
+        FAILOVER + "constraints.py",
+        "        for slot_host in self._slot_hosts[uuid]:\n            if slot_host in member_hosts:\n"
+        "                return False\n",
+        "",
+        "a VM may share a slot with a VM that runs where another of its slots is"),
+    "rule-5-sharers-overlap": (
+        FAILOVER + "constraints.py",
+        "            for other in small:\n                if other in large:\n"
+        "                    return False\n",
+        "",
+        "two sharers of a VM may run on one host"),
+    "zone-ignored": (
+        FAILOVER + "placement.py",
+        "        for hv in self._zones.get(az, ()):",
+        "        for hv in [h for hosts in self._zones.values() for h in hosts]:",
+        "a new reservation may go to another availability zone"),
+    "traits-ignored": (
+        FAILOVER + "constraints.py",
+        "    return needs.required <= host_traits and not (needs.forbidden & host_traits)",
+        "    return True",
+        "a VM's required and forbidden traits are not checked"),
+    "capacity-ignored": (
+        FAILOVER + "placement.py",
+        "            if free_cpu < cpu or free_mem < mem:\n                continue\n",
+        "",
+        "a new reservation may overcommit its hypervisor"),
+    "fit-ignored": (
+        FAILOVER + "model.py",
+        "    if vm.memory_mb is not None:\n        held = resources.get(\"memory_mb\")",
+        "    if False:\n        held = resources.get(\"memory_mb\")",
+        "a VM may join a reservation smaller than its memory"),
+    "lowest-requirement-wins": (
+        FAILOVER + "constraints.py",
+        "        if count > best and _compile(pattern).match(flavor):",
+        "        if (best == 0 or count < best) and _compile(pattern).match(flavor):",
+        "the lowest, not the highest, matching requirement decides a flavor's slots"),
+}
+
+
+def _copy_tree(target):
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
+    for name in filter(None, (f.decode() for f in files)):
+        source = os.path.join(ROOT, name)
+        if os.path.isfile(source):
+            os.makedirs(os.path.dirname(os.path.join(target, name)), exist_ok=True)
+            shutil.copy2(source, os.path.join(target, name))
+
+
+def _run_tests(tree, workdir, name):
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env.pop("ANSIBLE_COLLECTIONS_PATH", None)
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:randomly",
+                           "--basetemp", os.path.join(workdir, name + "-tmp"), TESTS],
+                          cwd=tree, capture_output=True, text=True, env=env, timeout=900,
+                          check=False)
+
+
+def run_baseline(workdir):
+    """The unmutated copy must pass, or no mutant's failure means anything."""
+    tree = os.path.join(workdir, "baseline")
+    _copy_tree(tree)
+    proc = _run_tests(tree, workdir, "baseline")
+    return proc.returncode == 0, proc.stdout.strip().splitlines()[-1:]
+
+
+def run_mutant(name, workdir):
+    path, original, mutated, _what = MUTANTS[name]
+    tree = os.path.join(workdir, name)
+    _copy_tree(tree)
+    with open(os.path.join(tree, path)) as handle:
+        text = handle.read()
+    if text.count(original) != 1:
+        return "stale", "the original text is not in %s once: the code moved, update the mutant" % path
+    with open(os.path.join(tree, path), "w") as handle:
+        handle.write(text.replace(original, mutated))
+    proc = _run_tests(tree, workdir, name)
+    if proc.returncode == 0:
+        return "survived", "the failover tests all pass with this mutant"
+    failed = [line[len("FAILED "):].split(" - ")[0] for line in proc.stdout.splitlines()
+              if line.startswith("FAILED ")]
+    return "killed", failed[0].split("::", 1)[-1] if failed else proc.stdout.strip().splitlines()[-1]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", choices=sorted(MUTANTS))
+    args = parser.parse_args(argv)
+    names = args.only or sorted(MUTANTS)
+    workdir = tempfile.mkdtemp(prefix="resilient-virt-mutants-")
+    print("| mutant | what it breaks | outcome | first failing test |\n|---|---|---|---|")
+    holes = 0
+    began = time.monotonic()
+    try:
+        passed, last = run_baseline(workdir)
+        if not passed:
+            print("the failover tests fail on the unmutated copy: %s" % " ".join(last))
+            return 1
+        for name in names:
+            outcome, detail = run_mutant(name, workdir)
+            holes += outcome != "killed"
+            print("| %s | %s | %s | %s |" % (name, MUTANTS[name][3], outcome, detail), flush=True)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    took = time.monotonic() - began
+    print("\n%d mutants, %d killed, %d not (%.0f s)" % (len(names), len(names) - holes, holes, took))
+    return 1 if holes else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
