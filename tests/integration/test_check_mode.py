@@ -30,6 +30,7 @@ import xml.etree.ElementTree as ET
 import libvirt
 import pytest
 from playbook_runner import play, run_playbook
+from simulator_session import Simulator
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VM = "resilient.virt.vm"
@@ -186,62 +187,6 @@ def test_libvirt(lab, tmp_path, domain_xml):
 
 # --- vSphere ------------------------------------------------------------------------------
 
-class Simulator:
-    """A pyVmomi session of the test's own on the simulator."""
-
-    def __init__(self, settings):
-        from pyVim.connect import SmartConnect
-
-        self.si = SmartConnect(protocol="http", host=settings["host"], port=settings["port"],
-                               user=settings["username"], pwd=settings["password"])
-        self.content = self.si.RetrieveContent()
-
-    def vm(self, name):
-        from pyVmomi import vim, vmodl
-
-        view = self.content.viewManager.CreateContainerView(self.content.rootFolder,
-                                                            [vim.VirtualMachine], True)
-        try:
-            found = []
-            for ref in view.view:
-                try:
-                    if ref.name == name:
-                        found.append(ref)
-                except vmodl.fault.ManagedObjectNotFound:  # deleted since the view was made
-                    continue
-        finally:
-            view.Destroy()
-        assert len(found) <= 1, "two VMs named %s" % name
-        return found[0] if found else None
-
-    def state(self, ref):
-        if ref is None:
-            return None
-        try:
-            hardware = ref.config.hardware
-            return {"power": str(ref.runtime.powerState), "vcpus": hardware.numCPU,
-                    "memory_mb": hardware.memoryMB}
-        except Exception:  # noqa: BLE001 - destroyed meanwhile: gone
-            return None
-
-    def tasks_on(self, ref):
-        """Keys and kinds of the simulator's tasks on ``ref``."""
-        found = set()
-        for task in self.content.taskManager.recentTask:
-            try:
-                info = task.info
-                if info.entity == ref:
-                    found.add((info.key, info.descriptionId))
-            except Exception:  # noqa: BLE001 - a task whose entity is gone: not this VM's
-                continue
-        return found
-
-    def close(self):
-        from pyVim.connect import Disconnect
-
-        Disconnect(self.si)
-
-
 def test_vsphere(lab, vsphere, tmp_path):
     provider = dict(vsphere, name="vcsim-check")
     name = "check-%s" % uuid.uuid4().hex[:6]
@@ -273,12 +218,5 @@ def test_vsphere(lab, vsphere, tmp_path):
             state, kinds = sim.state(sim.vm(name)), {kind for _key, kind in sim.tasks_on(ref) - seen}
             assert expected[task["name"]](state, kinds), (task["name"], state, kinds)
     finally:
-        ref = sim.vm(name)
-        if ref is not None:
-            if str(ref.runtime.powerState) != "poweredOff":
-                ref.PowerOffVM_Task()
-                end = time.monotonic() + 30
-                while str(ref.runtime.powerState) != "poweredOff" and time.monotonic() < end:
-                    time.sleep(0.1)
-            ref.Destroy_Task()
+        sim.remove(name)
         sim.close()

@@ -18,9 +18,9 @@ import signal
 import uuid
 
 import libvirt
-import pytest
 from observer_plugin import ATTEMPTS_ENV, OUTCOMES_ENV, read_attempts
 from playbook_runner import play, run_playbook
+from simulator_session import Simulator
 
 from freeze_plugin import FREEZE_ENV, MARKER_ENV
 
@@ -93,56 +93,17 @@ def test_libvirt(lab, tmp_path):
 
 
 def test_vsphere(lab, vsphere, tmp_path):
-    from pyVim.connect import Disconnect, SmartConnect
-    from pyVmomi import vim, vmodl
-
     vcsim = importlib.import_module("vcsim")  # lab/ is on sys.path (conftest.py)
-    pid = vcsim.status(lab.run_dir)["pid"]
     name = "retried-%s" % uuid.uuid4().hex[:6]
-    si = SmartConnect(protocol="http", host=vsphere["host"], port=vsphere["port"],
-                      user=vsphere["username"], pwd=vsphere["password"])
-    content = si.RetrieveContent()
-
-    def vms_named():
-        view = content.viewManager.CreateContainerView(content.rootFolder,
-                                                       [vim.VirtualMachine], True)
-        found = []
-        try:
-            for vm in view.view:
-                try:
-                    if vm.name == name:
-                        found.append(vm)
-                except vmodl.fault.ManagedObjectNotFound:  # deleted since the view was made
-                    continue
-            return found
-        finally:
-            view.Destroy()
-
+    sim = Simulator(vsphere)
     try:
         run, attempts, outcomes = _run_with_freeze(tmp_path, dict(vsphere, name="vcsim-frozen"),
-                                                   name, pid)
-        try:
-            reported = _check(run, attempts, outcomes, tmp_path)
-            mine = vms_named()
-            assert len(mine) == 1
-            assert mine[0].config.instanceUuid == reported or mine[0].config.uuid == reported
-            assert mine[0].runtime.powerState == "poweredOn"
-        finally:
-            for vm in vms_named():
-                if vm.runtime.powerState != "poweredOff":
-                    vm.PowerOffVM_Task()
-                    _wait_task_free(vm)
-                vm.Destroy_Task()
+                                                   name, vcsim.status(lab.run_dir)["pid"])
+        reported = _check(run, attempts, outcomes, tmp_path)
+        mine = sim.vms_named(name)
+        assert len(mine) == 1
+        assert reported in (mine[0].config.instanceUuid, mine[0].config.uuid)
+        assert mine[0].runtime.powerState == "poweredOn"
     finally:
-        Disconnect(si)
-
-
-def _wait_task_free(vm):
-    """Until the simulator reports the VM powered off (its power-off task is quick)."""
-    import time
-
-    end = time.monotonic() + 30
-    while vm.runtime.powerState != "poweredOff":
-        if time.monotonic() > end:
-            pytest.fail("the simulator did not power off %s within 30 s" % vm.name)
-        time.sleep(0.1)
+        sim.remove(name)
+        sim.close()

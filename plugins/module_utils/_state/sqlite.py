@@ -79,6 +79,27 @@ class _Connection:
         self.lock = threading.Lock()
 
 
+def _until_unlocked(statement, timeout):
+    """``statement()``, tried again while SQLite says locked, for at most ``timeout`` seconds.
+
+    Switching a new file to WAL needs the file to itself, and SQLite refuses at once (its busy
+    timeout does not apply) while another process opens the same new file: several forks that
+    meet a new store at the same time would fail without this wait.
+    """
+    import sqlite3
+
+    end = time.monotonic() + timeout
+    pause = 0.002
+    while True:
+        try:
+            return statement()
+        except sqlite3.OperationalError as exc:
+            if not any(word in str(exc) for word in _LOCKED) or time.monotonic() + pause > end:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
 def _connect(path, timeout):
     import sqlite3
 
@@ -87,7 +108,8 @@ def _connect(path, timeout):
         _private_file(name)
     db = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
     try:
-        db.execute("PRAGMA journal_mode = WAL")
+        if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            _until_unlocked(lambda: db.execute("PRAGMA journal_mode = WAL").fetchone(), timeout)
         db.execute("PRAGMA synchronous = NORMAL")
         try:
             row = db.execute(_VERSION).fetchone()

@@ -300,6 +300,38 @@ def test_forked_children_get_their_own_connection(tmp_path):
     store.close()
 
 
+_OPEN_RACE = r"""
+import json, sys, time
+from ansible_collections.resilient.virt.plugins.module_utils._state.sqlite import SQLiteStore
+
+failures = []
+for path, start_at in json.loads(sys.argv[1]):
+    time.sleep(max(0.0, start_at - time.time()))
+    try:
+        SQLiteStore(path, timeout=5).update("t", "n", lambda cur, now: ({"n": (cur or {}).get("n", 0) + 1}, None))
+    except Exception as exc:
+        failures.append("%s: %s" % (type(exc).__name__, exc))
+print(json.dumps(failures))
+"""
+
+
+def test_forks_meeting_a_new_store_at_once_all_open_it(tmp_path, child_env):
+    """8 processes open the same new file at the same instant, 20 times over: none fails (the
+    switch to WAL waits while another process holds the new file) and every update lands."""
+    start = time.time() + 2.0
+    rounds = [(str(tmp_path / ("round%d" % i) / "state.db"), start + i * 0.2) for i in range(20)]
+    procs = [subprocess.Popen([sys.executable, "-c", _OPEN_RACE, json.dumps(rounds)],
+                              env=child_env, stdout=subprocess.PIPE) for dummy in range(8)]
+    failures = [json.loads(proc.communicate(timeout=120)[0]) for proc in procs]
+    assert [f for f in failures if f] == []
+    for path, _start in rounds:
+        db = sqlite3.connect(path)
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        value = db.execute("SELECT value FROM records WHERE namespace = 't' AND key = 'n'").fetchone()
+        db.close()
+        assert json.loads(value[0]) == {"n": 8}
+
+
 _HAMMER = r"""
 import sys
 from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
