@@ -80,6 +80,7 @@ lab-down:
 	$(PYTHON) lab/lab.py down --run-dir $(LAB_DIR)
 
 demo: deps link lab-up
+	ansible-inventory -i $(LAB_DIR)/lab.hypervisors.yml --graph
 	ansible-playbook -i $(LAB_DIR)/inventory.yml playbooks/demo.yml
 
 build:

@@ -7,7 +7,9 @@ Runs, one after the other, each in its own process:
 * ``bench_vsphere.py``: vsphere provider against plain pyVmomi on the simulator it starts;
 * ``bench_tasks.py``: real Ansible tasks against the lab (``--lab-dir``) next to
   community.libvirt and ansible.builtin.ping, and a hypervisor outage with and without the
-  circuit breaker.
+  circuit breaker;
+* ``bench_inventory.py``: ``ansible-inventory`` with the hypervisors inventory plugin next to
+  community.vmware's and community.libvirt's, on a large simulator and the lab.
 
 The lab must be up (``python3 lab/lab.py up``; ``make bench`` does it). Every bench's own
 markdown tables are folded into the report, after a summary of the targets.
@@ -43,6 +45,8 @@ BENCHES = (
      [], ["--vms", "10", "--rounds", "10"]),
     ("tasks", "Ansible tasks vs community.libvirt and ping; outage with and without breaker",
      "bench_tasks.py", [], ["--quick"]),
+    ("inventory", "Inventory plugin vs community.vmware and community.libvirt",
+     "bench_inventory.py", [], ["--quick"]),
 )
 
 
@@ -122,10 +126,11 @@ def targets(records):
             rows.append({"bench": "core", "name": row["case"],
                          "measured": "%.3f ms" % row["median_ms"],
                          "goal": "< %g ms" % row["target_ms"], "passed": row["passed"]})
-    tasks = (records.get("tasks") or {}).get("result") or {}
-    for row in tasks.get("targets", []):
-        rows.append({"bench": "tasks", "name": row["name"], "measured": str(row["measured"]),
-                     "goal": row["target"], "passed": row["passed"]})
+    for bench in ("tasks", "inventory"):
+        result = (records.get(bench) or {}).get("result") or {}
+        for row in result.get("targets", []):
+            rows.append({"bench": bench, "name": row["name"], "measured": str(row["measured"]),
+                         "goal": row["target"], "passed": row["passed"]})
     return rows
 
 
@@ -169,6 +174,16 @@ def headlines(records):
                         off["seconds"], off["failures_total"], outage["speedup"],
                         off["projected_tasks"], off["projected_seconds"],
                         off["projected_attempts"]))
+    inventory = (records.get("inventory") or {}).get("result") or {}
+    if inventory:
+        vs = inventory["vsphere"]
+        empty = vs["empty"]["median"]
+        lines.append("Inventory of %d hosts and %d VMs: %.2f s cold, %.2f s cached above an empty "
+                     "ansible-inventory (%.2f s); community.vmware.vmware_vm_inventory %.2f s"
+                     % (vs["ours_hosts"]["hosts"], vs["ours_vms_cold"]["hosts"] - vs["ours_hosts"]["hosts"],
+                        vs["ours_vms_cold"]["median"] - empty,
+                        vs["ours_vms_cached"]["median"] - empty, empty,
+                        vs["peer_vms"]["median"] - empty))
     fleets = (records.get("failover") or {}).get("result") or {}
     rows = fleets.get("rows") or []
     if len(rows) > 1 and "scaling" in rows[-1]:
@@ -243,7 +258,7 @@ def main(argv=None):
             if args.only and name not in args.only:
                 continue
             arguments = list(quick if args.quick else full)
-            if name == "tasks":
+            if name in ("tasks", "inventory"):
                 arguments += ["--lab-dir", os.path.abspath(args.lab_dir)]
             print("bench %s ..." % name, end=" ", file=sys.stderr, flush=True)
             records[name] = run_bench(script, arguments, workdir)

@@ -395,6 +395,18 @@ def inventory(hypervisors, run_dir, python=None, vsphere=None):
     }}
 
 
+def inventory_source(hypervisors, vsphere=None, password_file=None):
+    """A resilient.virt.hypervisors inventory source (as a dict) for the lab's providers, VMs
+    included; the simulator's password is read from ``password_file`` by a lookup, so the
+    source holds no secret."""
+    providers = {hv.name: provider_config(hv) for hv in hypervisors}
+    if vsphere:
+        providers[vsphere["name"]] = dict(
+            vsphere, password="{{ lookup('ansible.builtin.file', '%s') }}" % password_file)
+    return {"plugin": "resilient.virt.hypervisors", "providers": providers,
+            "include_vms": True, "timeout": "10s"}
+
+
 def _write(path, text):
     """Replace ``path`` atomically; mode 0600 (the inventory holds the simulator's password)."""
     tmp = path + ".tmp"
@@ -412,6 +424,7 @@ class Lab:
         self.run_dir = os.path.abspath(run_dir or os.environ.get(RUN_DIR_ENV) or DEFAULT_RUN_DIR)
         self.state_file = os.path.join(self.run_dir, "lab.json")
         self.inventory_file = os.path.join(self.run_dir, "inventory.yml")
+        self.source_file = os.path.join(self.run_dir, "lab.hypervisors.yml")
 
     @contextlib.contextmanager
     def _locked(self):
@@ -439,8 +452,9 @@ class Lab:
     def up(self, count=DEFAULT_COUNT, timeout=UP_TIMEOUT, vsphere=True):
         """Bring hv1..hv<count> up and answering; return the names of those it had to start.
 
-        Running hypervisors are left alone (a frozen one is thawed). Writes lab.json and
-        inventory.yml. Raises LabError naming the hypervisor and its log if one does not answer.
+        Running hypervisors are left alone (a frozen one is thawed). Writes lab.json,
+        inventory.yml and lab.hypervisors.yml (an inventory source of the providers). Raises
+        LabError naming the hypervisor and its log if one does not answer.
         """
         if count < 1:
             raise LabError("--count must be at least 1, got %d" % count)
@@ -485,6 +499,9 @@ class Lab:
         _write(self.state_file, json.dumps(state, indent=2) + "\n")
         _write(self.inventory_file,
                "\n".join(_yaml_lines(inventory(hypervisors, self.run_dir, vsphere=vsphere))) + "\n")
+        source = inventory_source(hypervisors, vsphere,
+                                  os.path.join(self.run_dir, "vcsim", "password"))
+        _write(self.source_file, "\n".join(_yaml_lines(source)) + "\n")
 
     def stop(self, name):
         """Kill libvirtd of ``name`` (SIGKILL: a crash-like outage). virtlogd and QEMU stay."""

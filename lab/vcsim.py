@@ -7,6 +7,8 @@ file, the log, the service URL and a generated password (``password``, mode 0600
 
 The simulator serves the vSphere SOAP API over plain HTTP on 127.0.0.1 only, so the provider
 settings use ``protocol: http``; TLS settings such as ``validate_certs`` do not apply to it.
+``start(..., tls=True)`` serves HTTPS instead, with a self-signed certificate, for clients that
+only speak HTTPS (the benchmarks' peers).
 
 Functions for the lab: ``start(run_dir) -> provider dict``, ``stop(run_dir)``,
 ``status(run_dir)``, and ``pause``/``resume`` (SIGSTOP/SIGCONT: a provider that hangs).
@@ -37,7 +39,7 @@ USERNAME = "lab"
 NAME = "vcsim"
 # Keyword arguments of start() -> flags of the simulator.
 MODEL_FLAGS = {"datacenters": "-dc", "clusters": "-cluster", "hosts_per_cluster": "-host",
-               "vms": "-vm", "delay_ms": "-delay"}
+               "vms": "-vm", "delay_ms": "-delay", "tls": "-tls"}
 
 
 def _paths(run_dir, bin_dir=None):
@@ -171,7 +173,11 @@ def _port(url):
 
 def _answers(url, timeout=2.0):
     """True when the SOAP endpoint answers HTTP (any status but 5xx) at ``url``."""
-    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
+    import ssl
+
+    unverified = ssl._create_unverified_context()  # the simulator's own self-signed certificate
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}),  # never via a proxy
+                                         urllib.request.HTTPSHandler(context=unverified))
     try:
         with direct.open(url + "/vimServiceVersions.xml", timeout=timeout) as response:
             return response.status < 500
@@ -182,8 +188,12 @@ def _answers(url, timeout=2.0):
 
 
 def _settings(paths, url):
-    return {"type": "vsphere", "name": NAME, "host": HOST, "port": _port(url), "protocol": "http",
-            "username": USERNAME, "password": _password(paths)}
+    settings = {"type": "vsphere", "name": NAME, "host": HOST, "port": _port(url),
+                "protocol": url.split("://", 1)[0], "username": USERNAME,
+                "password": _password(paths)}
+    if settings["protocol"] == "https":  # -tls: a self-signed certificate
+        settings["validate_certs"] = False
+    return settings
 
 
 def _log_tail(paths, lines=20):
@@ -224,7 +234,8 @@ def start(run_dir=None, port=None, timeout=60.0, bin_dir=None, **model):
     Idempotent: a running simulator is reused as it is. ``port`` None reuses the previous
     port when it is free (so provider settings survive a restart), else any free port.
     ``bin_dir`` shares one cached binary between run directories (see :func:`build`).
-    ``model`` may set datacenters, clusters, hosts_per_cluster, vms and delay_ms.
+    ``model`` may set datacenters, clusters, hosts_per_cluster, vms, delay_ms and tls (HTTPS
+    with a self-signed certificate; the settings then say ``validate_certs: false``).
     """
     paths = _paths(run_dir, bin_dir)
     unknown = sorted(set(model) - set(MODEL_FLAGS))
@@ -239,7 +250,9 @@ def start(run_dir=None, port=None, timeout=60.0, bin_dir=None, **model):
         build(run_dir, bin_dir)
         flags = []
         for key, value in sorted(model.items()):
-            if value is not None:
+            if isinstance(value, bool):
+                flags.append("%s=%s" % (MODEL_FLAGS[key], "true" if value else "false"))
+            elif value is not None:
                 flags += [MODEL_FLAGS[key], str(int(value))]
         tries = [port] if port is not None else ([_port(url), 0] if url else [0])
         for candidate in tries:

@@ -4,7 +4,8 @@
 // zones), three hosts per cluster, two VMs per cluster and one shared local datastore.
 // Hosts get realistic sizes, varied usage figures and a "traits" custom attribute.
 //
-// It serves plain HTTP (the SOAP API at /sdk) on a loopback address only. The password
+// It serves plain HTTP (the SOAP API at /sdk), or HTTPS with a self-signed certificate with
+// -tls, on a loopback address only. The password
 // is read from the VCSIM_PASSWORD environment variable (kept out of the process list)
 // unless -password is given. The first line on stdout is the service URL without
 // credentials; -url-file writes the same URL to a file (mode 0600, written atomically).
@@ -13,6 +14,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"io/ioutil"
@@ -49,6 +51,7 @@ type options struct {
 	traits     bool
 	delayMS    int
 	jitter     float64
+	tls        bool
 }
 
 func parseFlags() options {
@@ -69,6 +72,7 @@ func parseFlags() options {
 	flag.BoolVar(&o.traits, "traits", true, "set a \"traits\" custom attribute on hosts")
 	flag.IntVar(&o.delayMS, "delay", 0, "delay every SOAP call by this many milliseconds")
 	flag.Float64Var(&o.jitter, "jitter", 0, "delay jitter as a coefficient of variation")
+	flag.BoolVar(&o.tls, "tls", false, "serve HTTPS with a self-signed certificate (for clients that only speak HTTPS)")
 	flag.Parse()
 	if o.password == "" {
 		o.password = os.Getenv("VCSIM_PASSWORD")
@@ -200,6 +204,9 @@ func run(o options) error {
 	varyUsage(o)
 
 	m.Service.Listen = &url.URL{Host: o.listen, User: url.UserPassword(o.username, o.password)}
+	if o.tls {
+		m.Service.TLS = new(tls.Config)
+	}
 	s := m.Service.NewServer()
 	defer s.Close()
 

@@ -78,7 +78,8 @@ provider:
 hypervisors:
   description:
     - Hypervisors of the provider with C(name), C(az), C(cpu), C(memory_mb), C(used_cpu),
-      C(used_memory_mb), C(state) and C(traits).
+      C(used_memory_mb), C(state), C(traits) and, where the backend counts them (libvirt,
+      vSphere), C(vm_count).
   returned: when O(list_hypervisors) and validation succeeded
   type: list
   elements: dict

@@ -113,6 +113,13 @@ vms:
       description: Tags stored with the VM.
       type: list
       elements: str
+    addresses:
+      description:
+        - IP addresses the provider knows for the VM, the primary one first (vSphere - from VMware
+          Tools; libvirt - from the DHCP leases of the libvirt networks its interfaces use). Empty
+          when it knows none.
+      type: list
+      elements: str
 provider_errors:
   description: Providers that failed, with the error, when O(on_provider_error=warn).
   returned: always

@@ -18,23 +18,43 @@ class Simulator:
                                user=settings["username"], pwd=settings["password"])
         self.content = self.si.RetrieveContent()
 
-    def vms_named(self, name):
-        """Every VM called ``name`` (a list: two would be a duplicate)."""
-        from pyVmomi import vim, vmodl
+    def _named(self, kind, read):
+        """``(ref, read(ref))`` for every object of ``kind``, skipping those deleted meanwhile
+        (the simulator's views can keep a destroyed VM that a real vCenter would have dropped)."""
+        from pyVmomi import vmodl
 
-        view = self.content.viewManager.CreateContainerView(self.content.rootFolder,
-                                                            [vim.VirtualMachine], True)
+        view = self.content.viewManager.CreateContainerView(self.content.rootFolder, [kind], True)
         found = []
         try:
             for ref in view.view:
                 try:
-                    if ref.name == name:
-                        found.append(ref)
-                except vmodl.fault.ManagedObjectNotFound:  # deleted since the view was made
+                    found.append((ref, read(ref)))
+                except vmodl.fault.ManagedObjectNotFound:
                     continue
         finally:
             view.Destroy()
         return found
+
+    def vms_named(self, name):
+        """Every VM called ``name`` (a list: two would be a duplicate)."""
+        from pyVmomi import vim
+
+        return [ref for ref, read in self._named(vim.VirtualMachine, lambda ref: ref.name)
+                if read == name]
+
+    def power_by_name(self):
+        """``{name: "poweredOn" | "poweredOff" | ...}`` of every VM."""
+        from pyVmomi import vim
+
+        return dict(pair for ref, pair in self._named(
+            vim.VirtualMachine, lambda ref: (ref.name, str(ref.runtime.powerState))))
+
+    def vm_count_by_host(self):
+        """``{host name: number of VMs the host lists}``."""
+        from pyVmomi import vim
+
+        return dict(pair for ref, pair in self._named(
+            vim.HostSystem, lambda ref: (ref.name, len(ref.vm))))
 
     def vm(self, name):
         """The VM called ``name``, or None."""
@@ -76,9 +96,18 @@ class Simulator:
                     if time.monotonic() > end:
                         pytest.fail("the simulator did not power off %s within 30 s" % name)
                     time.sleep(0.1)
-            ref.Destroy_Task()
+            _wait(ref.Destroy_Task(), "destroy " + name)
 
     def close(self):
         from pyVim.connect import Disconnect
 
         Disconnect(self.si)
+
+
+def _wait(task, what, limit=30):
+    """Wait for a simulator task to end, so that the next test never meets it half done."""
+    end = time.monotonic() + limit
+    while str(task.info.state) not in ("success", "error"):
+        if time.monotonic() > end:
+            pytest.fail("the simulator did not %s within %d s" % (what, limit))
+        time.sleep(0.05)

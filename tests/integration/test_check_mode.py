@@ -29,6 +29,7 @@ import xml.etree.ElementTree as ET
 
 import libvirt
 import pytest
+from lab_domains import remove_domain
 from playbook_runner import play, run_playbook
 from simulator_session import Simulator
 
@@ -174,15 +175,9 @@ def test_libvirt(lab, tmp_path, domain_xml):
     finally:
         if events is not None:
             events.stop()
-        for vm in (name, stopped):
-            try:
-                dom = conn.lookupByName(vm)
-            except libvirt.libvirtError:
-                continue
-            if dom.isActive():
-                dom.destroy()
-            dom.undefine()
         conn.close()
+        for vm in (name, stopped):
+            remove_domain(hv.uri, vm)
 
 
 # --- vSphere ------------------------------------------------------------------------------

@@ -4,6 +4,8 @@ import os
 import subprocess
 import tarfile
 
+import yaml
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODULES = ("circuit_breaker", "failover_reservation", "provider", "vm", "vm_info")
 
@@ -16,14 +18,16 @@ def test_build_install_and_ansible_doc(tmp_path):
     built = _run(["ansible-galaxy", "collection", "build", ROOT, "--output-path", str(tmp_path)])
     assert built.returncode == 0, built.stderr
     tarballs = [name for name in os.listdir(tmp_path) if name.endswith(".tar.gz")]
-    assert tarballs == ["resilient-virt-0.1.0.tar.gz"]
+    with open(os.path.join(ROOT, "galaxy.yml")) as handle:
+        version = yaml.safe_load(handle)["version"]
+    assert tarballs == ["resilient-virt-%s.tar.gz" % version]
     with tarfile.open(str(tmp_path / tarballs[0])) as tar:
         shipped = set(tar.getnames())
     tops = set(name.split("/")[0] for name in shipped)
     assert tops == {"MANIFEST.json", "FILES.json", "COPYING", "CHANGELOG.rst", "README.md",
                     "requirements.txt", "bindep.txt", "meta", "plugins", "roles", "docs",
                     "changelogs"}, tops
-    assert "docs/benchmarks.md" not in shipped
+    assert "docs/benchmarks.md" not in shipped and "docs/bench-report.md" not in shipped
     assert not [name for name in shipped if name.startswith("changelogs/fragments")]
 
     target = tmp_path / "collections"
@@ -44,3 +48,10 @@ def test_build_install_and_ansible_doc(tmp_path):
         assert "resilience" in entry["doc"]["options"], "%s lacks the common resilience option" % name
     role = _run(["ansible-doc", "-t", "role", "resilient.virt.failover_reservations"], env=env)
     assert role.returncode == 0 and "failover_requirements" in role.stdout, role.stderr
+    inventory = _run(["ansible-doc", "--json", "-t", "inventory", "resilient.virt.hypervisors"],
+                     env=env)
+    assert inventory.returncode == 0, inventory.stderr
+    entry = json.loads(inventory.stdout)["resilient.virt.hypervisors"]
+    options = entry["doc"]["options"]
+    assert {"providers", "include_vms", "timeout", "hostnames", "keyed_groups", "cache"} <= set(options)
+    assert entry["examples"]

@@ -18,6 +18,7 @@ import signal
 import uuid
 
 import libvirt
+from lab_domains import remove_domain
 from observer_plugin import ATTEMPTS_ENV, OUTCOMES_ENV, read_attempts
 from playbook_runner import play, run_playbook
 from simulator_session import Simulator
@@ -83,11 +84,7 @@ def test_libvirt(lab, tmp_path):
             assert len(mine) == 1
             assert mine[0].UUIDString() == reported and mine[0].isActive()
         finally:
-            for dom in conn.listAllDomains(0):
-                if dom.name() == name:
-                    if dom.isActive():
-                        dom.destroy()
-                    dom.undefine()
+            remove_domain(hv.uri, name)
     finally:
         conn.close()
 

@@ -6,9 +6,9 @@ every listing is narrowed to that tag). They are removed through libvirt at the 
 """
 import uuid
 
-import libvirt
 import pytest
 
+from lab_domains import remove_domain
 from playbook_runner import play, run_playbook
 
 INFO = "resilient.virt.vm_info"
@@ -33,16 +33,7 @@ def _names(result):
 
 
 def _remove(lab, name, hypervisor):
-    conn = libvirt.open(lab.hypervisor(hypervisor).uri)
-    try:
-        dom = conn.lookupByName(name)
-        if dom.isActive():
-            dom.destroy()
-        dom.undefine()
-    except libvirt.libvirtError:
-        pass
-    finally:
-        conn.close()
+    remove_domain(lab.hypervisor(hypervisor).uri, name)
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """GuardedProvider: a Provider whose every call goes through the resilience Policy and the hooks.
 
 Operation classes (they pick the time limit of each attempt): validate -> ``validate``;
-list_hypervisors, list_vms, describe -> ``describe``; create, delete, power, reconfigure,
+list_hypervisors, list_vms, list_vm_summaries, describe -> ``describe``; create, delete, power, reconfigure,
 migrate -> ``mutating``; task_status -> ``task_status``.
 
 Each attempt calls the ``resilient_virt_before_call`` hooks, then the backend; failures are
@@ -29,6 +29,7 @@ __all__ = ("GuardedProvider", "OPERATION_CLASS")
 
 OPERATION_CLASS = {
     "validate": "validate", "list_hypervisors": "describe", "list_vms": "describe",
+    "list_vm_summaries": "describe",
     "describe": "describe", "create": "mutating", "delete": "mutating", "power": "mutating",
     "reconfigure": "mutating", "migrate": "mutating", "task_status": "task_status",
 }
@@ -147,6 +148,11 @@ class GuardedProvider:
 
     def list_vms(self, filters=None):
         return self._call("list_vms", {"filters": filters})
+
+    def list_vm_summaries(self, filters=None):
+        self.provider.require("list_vms")
+        return self._guard("list_vm_summaries", OPERATION_CLASS["list_vm_summaries"],
+                           lambda: self.provider.list_vm_summaries(filters), {"filters": filters})
 
     def describe(self, name):
         self.provider.check_name(name)

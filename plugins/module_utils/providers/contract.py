@@ -5,8 +5,11 @@ A backend subclasses :class:`Provider`, sets ``type_name``, ``capabilities`` and
 ``capabilities``; the others raise NotSupported. Methods return plain JSON-able dicts:
 
 * VM dict: ``name, uuid, hypervisor, az, state (running|stopped|paused|unknown), vcpus,
-  memory_mb, disks, interfaces, metadata, tags, provider`` (the provider key); see :func:`new_vm`.
-* hypervisor dict: ``name, az, cpu, memory_mb, used_cpu, used_memory_mb, state, traits``.
+  memory_mb, disks, interfaces, addresses`` (IP addresses the provider knows, the primary
+  first; empty when it knows none), ``metadata, tags, provider`` (the provider key); see
+  :func:`new_vm`.
+* hypervisor dict: ``name, az, cpu, memory_mb, used_cpu, used_memory_mb, state, traits``, and
+  ``vm_count`` (VMs defined on it) when the backend can count them without a call per VM.
 
 Backends raise errors of ``plugins.module_utils.errors`` or let their library's exceptions out:
 ``classify_error`` then maps those into the taxonomy. Calls reach a backend through
@@ -40,7 +43,7 @@ CAPABILITIES = ("validate", "list_hypervisors", "list_vms", "describe", "create"
 POWER_ACTIONS = ("on", "off", "shutdown", "reboot")
 VM_STATES = ("running", "stopped", "paused", "unknown")
 VM_FIELDS = ("name", "uuid", "hypervisor", "az", "state", "vcpus", "memory_mb", "disks",
-             "interfaces", "metadata", "tags", "provider")
+             "interfaces", "addresses", "metadata", "tags", "provider")
 FILTER_KEYS = ("name", "state", "tags", "hypervisor", "az")
 
 
@@ -220,6 +223,12 @@ class Provider:
     def list_vms(self, filters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         raise self.unsupported("list_vms")
 
+    def list_vm_summaries(self, filters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """VM dicts as :meth:`list_vms` gives them, but ``disks`` and ``interfaces`` may be left
+        empty by a backend that lists much faster without them (the inventory uses this).
+        Needs the ``list_vms`` capability; by default it is :meth:`list_vms`."""
+        return self.list_vms(filters)
+
     def describe(self, name: str) -> dict[str, Any]:
         """Return the VM dict of ``name``; raise NotFound when there is none."""
         raise self.unsupported("describe")
@@ -264,7 +273,8 @@ def new_vm(provider: Provider, name: str, **fields: Any) -> dict[str, Any]:
     """A VM dict with every field of VM_FIELDS present (empty when unknown)."""
     vm: dict[str, Any] = {"name": name, "uuid": None, "hypervisor": None, "az": provider.config.get("az"),
                           "state": "unknown", "vcpus": None, "memory_mb": None, "disks": [],
-                          "interfaces": [], "metadata": {}, "tags": [], "provider": provider.key}
+                          "interfaces": [], "addresses": [], "metadata": {}, "tags": [],
+                          "provider": provider.key}
     vm.update(fields)
     return vm
 

@@ -11,6 +11,7 @@ The host is reported as one hypervisor named by ``provider.name`` (else the host
 availability zone ``provider.az``, with ``provider.traits``. libvirt is synchronous (no task
 ids), so ``task_status`` is not a capability; neither is ``migrate``.
 """
+import fnmatch
 import re
 import sys
 import time
@@ -90,6 +91,25 @@ def _forget(conn):
     """libvirt-python closes a connection in ``__del__`` while ``_o`` is set: never do that for
     one a hung call abandoned (closing would wait on the hung daemon)."""
     conn._o = None
+
+
+def _leases(conn, vms):
+    """MAC address (lower case) -> IP addresses, from the DHCP leases of the libvirt networks the
+    interfaces of ``vms`` use: one call per network. A network without leases to give (inactive,
+    gone, or a driver that keeps none) gives none."""
+    found = {}
+    for network in sorted(set(nic["network"] for vm in vms for nic in vm["interfaces"]
+                              if nic.get("network"))):
+        try:
+            leases = conn.networkLookupByName(network).DHCPLeases()
+        except Exception as exc:  # noqa: BLE001 - addresses are a courtesy; any failure: none
+            if _code(exc) is None:
+                raise
+            continue
+        for lease in leases:
+            if lease.get("mac") and lease.get("ipaddr"):
+                found.setdefault(lease["mac"].lower(), []).append(lease["ipaddr"])
+    return found
 
 
 def _version(number):
@@ -181,10 +201,17 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
                 raise NotFound("VM %r not found on %s" % (name, self.key), cause=exc) from exc
             raise
 
-    def _vm(self, conn, dom):
+    def _vm(self, conn, dom, state=None, leases=None):
+        """The VM dict of ``dom``: its XML, its state (read unless given) and the addresses
+        its interfaces hold in ``leases`` (read from their networks unless given)."""
         fields = parse_domain_xml(dom.XMLDesc(0))
-        fields.update(hypervisor=self._hypervisor(conn),
-                      state=_STATES.get(dom.state()[0], "unknown"))
+        if state is None:
+            state = dom.state()[0]
+        if leases is None:
+            leases = _leases(conn, [fields])
+        fields.update(hypervisor=self._hypervisor(conn), state=_STATES.get(state, "unknown"),
+                      addresses=[ip for nic in fields["interfaces"]
+                                 for ip in leases.get((nic.get("mac") or "").lower(), ())])
         return new_vm(self, **fields)
 
     # -- operations ---------------------------------------------------------------------------
@@ -195,40 +222,59 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
                 "hypervisor_version": _version(conn.getVersion())}
 
     def list_hypervisors(self):
+        """The host, its use summed from one bulk stats call over the running domains."""
         lv = _libvirt()
         conn = self._connection()
         arch, memory_mb, cpus = conn.getInfo()[:3]
         used_cpu = used_kib = 0
-        for dom in conn.listAllDomains(lv.VIR_CONNECT_LIST_DOMAINS_ACTIVE):
-            try:
-                info = dom.info()
-            except Exception as exc:
-                if _is(exc, "NO_DOMAIN"):  # stopped and gone meanwhile
-                    continue
-                raise
-            used_kib += info[2]
-            used_cpu += info[3]
+        stats = lv.VIR_DOMAIN_STATS_VCPU | lv.VIR_DOMAIN_STATS_BALLOON
+        for dom, record in conn.getAllDomainStats(stats, lv.VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE):
+            if "balloon.current" not in record or "vcpu.current" not in record:
+                try:  # a driver without these statistics (libvirt's test driver): ask the domain
+                    info = dom.info()
+                except Exception as exc:
+                    if _is(exc, "NO_DOMAIN"):  # stopped and gone meanwhile
+                        continue
+                    raise
+                record = {"balloon.current": info[2], "vcpu.current": info[3]}
+            used_kib += record["balloon.current"]
+            used_cpu += record["vcpu.current"]
         cpus = int(cpus * self.config["cpu_allocation_ratio"])
         return [{"name": self._hypervisor(conn), "az": self.config["az"], "cpu": cpus,
                  "memory_mb": memory_mb, "used_cpu": used_cpu,
                  "used_memory_mb": used_kib // 1024,
                  "free_memory_mb": conn.getFreeMemory() // (1024 * 1024), "arch": arch,
-                 "state": "up", "traits": list(self.config["traits"])}]
+                 "state": "up", "traits": list(self.config["traits"]),
+                 "vm_count": len(conn.listAllDomains(0))}]
 
     def list_vms(self, filters=None):
+        """Every domain: names and states from one bulk call, filtered by name and state before
+        each definition is read (one call per VM left), addresses from the networks' leases."""
         check_filters(filters)
+        lv = _libvirt()
+        filters = filters or {}
         conn = self._connection()
+        wanted = []
+        for dom, record in conn.getAllDomainStats(lv.VIR_DOMAIN_STATS_STATE):
+            state = record.get("state.state")
+            if "name" in filters and not fnmatch.fnmatchcase(dom.name(), filters["name"]):
+                continue
+            if "state" in filters and _STATES.get(state, "unknown") != filters["state"]:
+                continue
+            wanted.append((dom, state))
         vms = []
-        for dom in conn.listAllDomains(0):
+        for dom, state in wanted:
             try:
-                vm = self._vm(conn, dom)
+                vms.append(self._vm(conn, dom, state, leases={}))
             except Exception as exc:
                 if _is(exc, "NO_DOMAIN"):  # deleted meanwhile
                     continue
                 raise
-            if match_filters(vm, filters):
-                vms.append(vm)
-        return sorted(vms, key=lambda vm: vm["name"])
+        leases = _leases(conn, vms)
+        for vm in vms:
+            vm["addresses"] = [ip for nic in vm["interfaces"]
+                               for ip in leases.get((nic.get("mac") or "").lower(), ())]
+        return sorted((vm for vm in vms if match_filters(vm, filters)), key=lambda vm: vm["name"])
 
     def describe(self, name):
         conn = self._connection()

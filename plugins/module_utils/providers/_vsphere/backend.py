@@ -344,15 +344,20 @@ class VSphereProvider(SharedConnectionMixin, Provider):
                  for ref, props, az in records]
         return sorted(hosts, key=lambda h: h["name"])
 
-    def list_vms(self, filters=None):
+    def list_vms(self, filters=None, paths=VM_PATHS):
         from pyVmomi import vim
 
         check_filters(filters)
         session = self._connection()
         view = self._view(session, [vim.VirtualMachine])
-        found = retrieve_view(session.content, view, {vim.VirtualMachine: VM_PATHS})
+        found = retrieve_view(session.content, view, {vim.VirtualMachine: paths})
         vms = [vm for vm in self._vm_dicts(session, found) if match_filters(vm, filters)]
         return sorted(vms, key=lambda vm: vm["name"] or "")
+
+    def list_vm_summaries(self, filters=None):
+        """list_vms without the device list (disks and interfaces left empty): the devices are
+        most of what the query returns and parses."""
+        return self.list_vms(filters, [p for p in VM_PATHS if p != "config.hardware.device"])
 
     def describe(self, name):
         session = self._connection()

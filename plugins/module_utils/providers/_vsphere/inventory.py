@@ -5,14 +5,15 @@ One PropertyCollector call fetches chosen properties of every object in a contai
 pyVmomi is imported inside the functions that need it.
 """
 __all__ = ("VM_PATHS", "HOST_PATHS", "COMPUTE_PATHS", "retrieve", "retrieve_view", "vm_fields",
-           "host_fields", "host_state", "power_state", "custom_values")
+           "host_fields", "host_state", "power_state", "custom_values", "guest_addresses")
 
 VM_PATHS = ("name", "config.instanceUuid", "config.hardware.numCPU", "config.hardware.memoryMB",
-            "config.hardware.device", "runtime.powerState", "runtime.host", "customValue")
+            "config.hardware.device", "runtime.powerState", "runtime.host", "customValue",
+            "guest.ipAddress", "guest.net")
 HOST_PATHS = ("name", "parent", "summary.hardware.numCpuCores", "summary.hardware.memorySize",
               "summary.hardware.cpuMhz", "summary.quickStats.overallCpuUsage",
               "summary.quickStats.overallMemoryUsage", "runtime.connectionState",
-              "runtime.inMaintenanceMode", "customValue", "datastore", "network")
+              "runtime.inMaintenanceMode", "customValue", "datastore", "network", "vm")
 COMPUTE_PATHS = ("name", "resourcePool")
 
 _POWER = {"poweredOn": "running", "poweredOff": "stopped", "suspended": "paused"}
@@ -114,6 +115,17 @@ def _nic(device, portgroups):
             "connected": bool(connectable.connected) if connectable else None}
 
 
+def guest_addresses(props):
+    """The guest's IP addresses that VMware Tools report: the primary one first, then those of
+    each NIC in order, each once (none without Tools)."""
+    found = []
+    for address in [props.get("guest.ipAddress")] + [
+            ip for nic in props.get("guest.net") or [] for ip in (nic.ipAddress or [])]:
+        if address and address not in found:
+            found.append(address)
+    return found
+
+
 def vm_fields(props, hosts, field_names, portgroups):
     """Contract VM fields from VM_PATHS properties.
 
@@ -134,7 +146,8 @@ def vm_fields(props, hosts, field_names, portgroups):
               "state": power_state(props.get("runtime.powerState")),
               "vcpus": props.get("config.hardware.numCPU"),
               "memory_mb": props.get("config.hardware.memoryMB"), "disks": disks,
-              "interfaces": nics, "metadata": custom_values(props, field_names)}
+              "interfaces": nics, "addresses": guest_addresses(props),
+              "metadata": custom_values(props, field_names)}
     if az is not None:
         fields["az"] = az
     return fields
@@ -160,4 +173,4 @@ def host_fields(props, az, traits):
             "memory_mb": (props.get("summary.hardware.memorySize") or 0) // _MIB,
             "used_cpu": round(used_mhz / float(mhz), 2) if mhz else None,
             "used_memory_mb": props.get("summary.quickStats.overallMemoryUsage"),
-            "state": host_state(props), "traits": traits}
+            "state": host_state(props), "traits": traits, "vm_count": len(props.get("vm") or [])}

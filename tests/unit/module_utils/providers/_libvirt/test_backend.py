@@ -54,6 +54,7 @@ def test_list_hypervisors_reports_the_host_and_running_usage(libvirt_config):
             "unit", "az1", ["ssd"], "up")
         assert host["cpu"] == 16 and host["memory_mb"] > 0
         assert (host["used_cpu"], host["used_memory_mb"]) == (2, 2048)  # the "test" domain
+        assert host["vm_count"] == len(prov._connection().listAllDomains(0)) == 1
     finally:
         prov.close()
     unnamed = LibvirtProvider({"type": "libvirt", "uri": TEST_URI})
@@ -89,6 +90,52 @@ def test_lifecycle_of_a_diskless_vm(provider):
         provider.describe("life")
     with pytest.raises(NotFound):
         provider.delete("life")
+
+
+def test_list_vms_filters_names_and_states_from_the_domain_list(provider):
+    for name in ("web-1", "web-2", "db-1"):
+        provider.create({"name": name, "vcpus": 1, "memory_mb": 64})
+    provider.power("web-2", "on")
+    assert [v["name"] for v in provider.list_vms({"name": "web-*"})] == ["web-1", "web-2"]
+    assert [v["name"] for v in provider.list_vms({"name": "web-*", "state": "stopped"})] == ["web-1"]
+    assert [v["name"] for v in provider.list_vms({"state": "running"})] == ["test", "web-2"]
+    assert provider.list_vms({"name": "nothing*"}) == []
+    assert all(v["addresses"] == [] for v in provider.list_vms())  # no leases on the test driver
+
+
+class LeasesConnection:
+    """A fake libvirt connection (named so): only networks' DHCP leases, which need dnsmasq and
+    a bridge that cannot run here; "gone" answers as a network that does not exist."""
+
+    def __init__(self, leases):
+        self.leases = leases
+        self.asked = []
+
+    def networkLookupByName(self, name):
+        import libvirt
+
+        self.asked.append(name)
+        if name not in self.leases:  # libvirt's own error, from its test driver
+            return libvirt.open(TEST_URI).networkLookupByName(name)
+        return type("Network", (), {"DHCPLeases": lambda _self: self.leases[name]})()
+
+
+def test_addresses_come_from_the_leases_of_the_vms_networks_one_call_per_network():
+    from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backend import (
+        _leases)
+
+    conn = LeasesConnection({"lan": [
+        {"mac": "52:54:00:AA:00:01", "ipaddr": "192.168.122.10"},
+        {"mac": "52:54:00:aa:00:01", "ipaddr": "fd00::10"},
+        {"mac": "52:54:00:aa:00:02", "ipaddr": "192.168.122.11"}]})
+    vms = [{"interfaces": [{"network": "lan", "mac": "52:54:00:aa:00:01"}]},
+           {"interfaces": [{"network": "lan", "mac": "52:54:00:aa:00:02"},
+                           {"network": "gone", "mac": "52:54:00:aa:00:03"},
+                           {"bridge": "br0", "mac": "52:54:00:aa:00:04"}]}]
+    found = _leases(conn, vms)
+    assert found == {"52:54:00:aa:00:01": ["192.168.122.10", "fd00::10"],
+                     "52:54:00:aa:00:02": ["192.168.122.11"]}
+    assert conn.asked == ["gone", "lan"]
 
 
 def test_delete_of_a_running_vm_powers_it_off_first(provider):
