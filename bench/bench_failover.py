@@ -1,131 +1,265 @@
-"""Benchmark of the failover reconcile cycle on seeded synthetic fleets.
+"""Benchmark of failover planning: how much capacity a plan holds, against the least any valid plan
+can hold, on seeded synthetic fleets, and how long a cycle takes.
 
-Fleets of 1,000 VMs / 100 hypervisors, 5,000 / 500 and 10,000 / 1,000 in three zones; about
-one hypervisor in ten has the CUSTOM_HANA trait and runs the hana_* VMs, which require it.
-Requirements: {"hana_*": 2, "*": 1}. For each fleet it times a first cycle (no reservations
-yet) and a second cycle on its result (best of --repeat runs each) and prints a markdown table.
-Coverage and sharing are read after the second cycle; "time per VM vs smallest" compares the
-first cycle's seconds per VM with the smallest fleet's.
+Fleets of 1,000 VMs / 100 hypervisors, 5,000 / 500 and 10,000 / 1,000 in three zones
+(hypervisors of 1 TiB and 192 vCPUs); 15 % of the VMs are HANA VMs (128 or 256 GiB), placed
+anywhere; requirements {"hana_*": 2, "*": 1}. And a fleet with traits: 5,000 VMs on 500
+hypervisors where the HANA VMs (5 %) run on, and require, the tenth of the hypervisors that have
+the CUSTOM_HANA trait (3 TiB).
 
-    python3 bench/bench_failover.py [--quick] [--json PATH] [--seed N] [--repeat N]
+For each fleet, in one run:
+* this planner, cycles run until one changes nothing (at most 12): after the first cycle and
+  settled - reservations, reserved memory, coverage, VMs per reservation, seconds per cycle;
+* the planner of an earlier commit (``--baseline``, default the last one before packing), the
+  same cycles, run from that commit's files in a subprocess (skipped without git history);
+* a plain greedy - largest VM first, the most shared reservation it may join, else a new one
+  sized to the VM, no limit per hypervisor - one pass (the planner's own greedy strategy);
+* the lower bounds (``_failover/bounds.py``): from failures alone, and with sharing.
+
+    python3 bench/bench_failover.py [--quick] [--json PATH] [--seed N] [--baseline REV]
 """
 import argparse
 import json
+import os
 import random
+import subprocess
+import sys
+import tempfile
 import time
-
-from checkout import use_checkout
-
-use_checkout()
-
-from ansible_collections.resilient.virt.plugins.module_utils._failover.model import (  # noqa: E402
-    VM, Hypervisor)
-from ansible_collections.resilient.virt.plugins.module_utils._failover.reconcile import (  # noqa: E402
-    run_cycle)
-from ansible_collections.resilient.virt.plugins.module_utils._failover.settings import (  # noqa: E402
-    FailoverSettings)
 
 ZONES = ("az-a", "az-b", "az-c")
 REQUIREMENTS = {"hana_*": 2, "*": 1}
 REGULAR = (("m1.small", 2, 4096), ("m1.medium", 4, 8192), ("m1.large", 8, 16384),
            ("m1.xlarge", 16, 32768))
 HANA = (("hana_small", 16, 131072), ("hana_large", 32, 262144))
-SIZES = ((1000, 100), (5000, 500), (10000, 1000))
-QUICK_SIZES = ((300, 30), (1000, 100))
+HANA_SHARE = 0.15
+HANA_SHARE_WITH_TRAITS = 0.05
+FLEETS = ((1000, 100, False), (5000, 500, False), (10000, 1000, False), (5000, 500, True))
+QUICK_FLEETS = ((1000, 100, False), (5000, 500, True))
+MAX_CYCLES = 12
+TARGET_MEMORY = 1.2
+TARGET_COUNT = 1.5
+TARGET_CYCLE_S = 2.0
+BASELINE = "06290b5"
+"""The last commit whose planner did not pack (the figures of "today's planner")."""
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 
 
-def make_fleet(vm_count, host_count, seed):
-    """(hypervisors, vms): a tenth of the hosts are HANA hosts running the HANA VMs (5 %)."""
+def _imports():
+    from ansible_collections.resilient.virt.plugins.module_utils._failover import model, reconcile, settings
+
+    return model, reconcile, settings
+
+
+def make_fleet(vm_count, host_count, seed, traits):
+    """(hypervisors, vms) as model objects; see the module docstring."""
+    model = _imports()[0]
     rng = random.Random(seed)
-    hypervisors = []
+    specs = []
     for index in range(host_count):
-        hana = index % 10 == 0
-        hypervisors.append(Hypervisor(
-            name="hv%05d" % index, az=ZONES[index % len(ZONES)],
-            cpu=256 if hana else 128, memory_mb=(3072 if hana else 768) * 1024,
-            traits=frozenset(["CUSTOM_HANA"]) if hana else frozenset()))
-    hana_hosts = [hv for hv in hypervisors if "CUSTOM_HANA" in hv.traits]
-    regular_hosts = [hv for hv in hypervisors if "CUSTOM_HANA" not in hv.traits]
-    used = {hv.name: [0, 0] for hv in hypervisors}
+        hana = traits and index % 10 == 0
+        specs.append(("hv%05d" % index, ZONES[index % len(ZONES)], 256 if hana else 192,
+                      (3072 if hana else 1024) * 1024, hana))
+    hana_hosts = [spec for spec in specs if spec[4]] if traits else specs
+    regular_hosts = [spec for spec in specs if not spec[4]]
+    used = {spec[0]: [0, 0] for spec in specs}
     vms = []
     for index in range(vm_count):
-        hana = rng.random() < 0.05
+        hana = rng.random() < (HANA_SHARE_WITH_TRAITS if traits else HANA_SHARE)
         flavor, vcpus, memory = rng.choice(HANA if hana else REGULAR)
-        host = rng.choice(hana_hosts if hana else regular_hosts)
-        used[host.name][0] += vcpus
-        used[host.name][1] += memory
-        vms.append(VM(uuid="%08x-0000-4000-8000-%012d" % (rng.getrandbits(32), index),
-                      host=host.name, az=host.az, flavor=flavor, vcpus=vcpus, memory_mb=memory,
-                      extra_specs={"trait:CUSTOM_HANA": "required"} if hana else {}))
-    hypervisors = [Hypervisor(hv.name, hv.az, hv.cpu, hv.memory_mb, hv.traits,
-                              used[hv.name][0], used[hv.name][1]) for hv in hypervisors]
+        name, zone = rng.choice(hana_hosts if hana else regular_hosts)[:2]
+        used[name][0] += vcpus
+        used[name][1] += memory
+        vms.append(model.VM(
+            uuid="%08x-0000-4000-8000-%012d" % (rng.getrandbits(32), index), host=name, az=zone,
+            flavor=flavor, vcpus=vcpus, memory_mb=memory,
+            extra_specs={"trait:CUSTOM_HANA": "required"} if hana and traits else {}))
+    hypervisors = [model.Hypervisor(name, zone, cpu, memory, frozenset(["CUSTOM_HANA"]) if hana
+                                    else frozenset(), used[name][0], used[name][1])
+                   for name, zone, cpu, memory, hana in specs]
     return hypervisors, vms
 
 
-def _timed(repeat, fn):
-    """(best seconds over ``repeat`` runs, result of the last run)."""
-    best, result = None, None
-    for _dummy in range(repeat):
-        start = time.perf_counter()
-        result = fn()
-        took = time.perf_counter() - start
-        best = took if best is None else min(best, took)
-    return best, result
+def _figures(result, seconds):
+    summary = result.summary
+    allocations = sum(len(r.allocations) for r in result.reservations)
+    return {"reservations": summary["reservations"],
+            "reserved_memory_mb": summary["reserved_memory_mb"],
+            "coverage_ratio": summary["coverage_ratio"],
+            "vms_per_reservation": round(allocations / max(1, summary["reservations"]), 2),
+            "seconds": round(seconds, 3)}
 
 
-def measure(vm_count, host_count, seed, repeat):
-    hypervisors, vms = make_fleet(vm_count, host_count, seed)
-    settings = FailoverSettings(requirements=dict(REQUIREMENTS))
-    first_seconds, first = _timed(repeat, lambda: run_cycle(
-        hypervisors, vms, [], settings, now=1.8e9, cycle=0))
-    second_seconds, second = _timed(repeat, lambda: run_cycle(
-        hypervisors, vms, first.reservations, settings, now=1.8e9 + 60, cycle=1))
-    summary = second.summary
-    allocations = sum(len(r.allocations) for r in second.reservations)
-    return {
-        "vms": vm_count, "hypervisors": host_count,
-        "seconds_first_cycle": round(first_seconds, 3),
-        "seconds_second_cycle": round(second_seconds, 3),
-        "coverage_after_first": first.summary["coverage_ratio"],
-        "created_first": first.summary["created"], "reused_first": first.summary["reused"],
-        "created_second": summary["created"], "reused_second": summary["reused"],
-        "reservations": summary["reservations"], "reserved_cpu": summary["reserved_cpu"],
-        "reserved_memory_mb": summary["reserved_memory_mb"],
-        "coverage_ratio": summary["coverage_ratio"],
-        "vms_per_reservation": round(allocations / max(1, summary["reservations"]), 2),
-    }
+def cycles(vm_count, host_count, seed, traits):
+    """This tree's planner, cycle after cycle until one changes nothing: first and settled figures."""
+    model, reconcile, settings = _imports()
+    hypervisors, vms = make_fleet(vm_count, host_count, seed, traits)
+    options = settings.FailoverSettings(requirements=dict(REQUIREMENTS))
+    reservations, first, slowest, count = [], None, 0.0, 0
+    for count in range(1, MAX_CYCLES + 1):
+        began = time.perf_counter()
+        result = reconcile.run_cycle(hypervisors, vms, reservations, options,
+                                     now=1.8e9 + 60 * count, cycle=count - 1)
+        seconds = time.perf_counter() - began
+        slowest = max(slowest, seconds)
+        first = first or _figures(result, seconds)
+        reservations = result.reservations
+        if not result.changed_anything:
+            break
+    settled = _figures(result, slowest)
+    settled["cycles"] = count
+    settled["settled"] = not result.changed_anything
+    return {"first": first, "settled": settled}
 
 
-def table(rows):
-    base = rows[0]["seconds_first_cycle"] / rows[0]["vms"]
-    lines = ["| VMs | hypervisors | s, 1st cycle | s, 2nd cycle | reservations | reserved cpu | "
-             "reserved memory (GiB) | coverage 1st | coverage 2nd | VMs per reservation | "
-             "time per VM vs smallest |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+def plain_greedy(vm_count, host_count, seed, traits):
+    """One pass of the planner's greedy strategy alone, without the limit per hypervisor."""
+    model, reconcile, settings = _imports()
+    hypervisors, vms = make_fleet(vm_count, host_count, seed, traits)
+    options = settings.FailoverSettings(requirements=dict(REQUIREMENTS),
+                                        limit_one_new_per_hypervisor=False)
+    strategies, reconcile.STRATEGIES = reconcile.STRATEGIES, (reconcile.GREEDY,)
+    try:
+        began = time.perf_counter()
+        result = reconcile.run_cycle(hypervisors, vms, [], options, now=1.8e9)
+        return _figures(result, time.perf_counter() - began)
+    finally:
+        reconcile.STRATEGIES = strategies
+
+
+def bounds(vm_count, host_count, seed, traits):
+    from ansible_collections.resilient.virt.plugins.module_utils._failover.bounds import lower_bound
+
+    dummy, vms = make_fleet(vm_count, host_count, seed, traits)
+    return lower_bound(vms, REQUIREMENTS, lambda vm: vm.az).to_dict()
+
+
+def baseline(revision, fleets, seed):
+    """{fleet key: cycles figures} of the planner at ``revision``, or (None, why not)."""
+    with tempfile.TemporaryDirectory() as tree:
+        target = os.path.join(tree, "ansible_collections", "resilient", "virt")
+        os.makedirs(target)
+        try:
+            archive = subprocess.run(["git", "-C", ROOT, "archive", revision, "plugins/module_utils"],
+                                     capture_output=True, check=True).stdout
+            subprocess.run(["tar", "-x", "-C", target], input=archive, check=True)
+        except (OSError, subprocess.CalledProcessError) as err:
+            return None, "no git history for %s here (%s)" % (revision, err)
+        out = os.path.join(tree, "out.json")
+        command = [sys.executable, os.path.abspath(__file__), "--worker", tree, "--seed", str(seed),
+                   "--json", out, "--fleets", json.dumps(fleets)]
+        subprocess.run(command, check=True)
+        with open(out) as handle:
+            return json.load(handle), None
+
+
+def _key(fleet):
+    return "%d/%d%s" % (fleet[0], fleet[1], " traits" if fleet[2] else "")
+
+
+def measure(fleets, seed, revision):
+    rows = []
+    for fleet in fleets:
+        rows.append({"fleet": _key(fleet), "vms": fleet[0], "hypervisors": fleet[1],
+                     "traits": fleet[2], "bound": bounds(*fleet[:2], seed, fleet[2]),
+                     "ours": cycles(*fleet[:2], seed, fleet[2]),
+                     "greedy": plain_greedy(*fleet[:2], seed, fleet[2])})
+    today, why = baseline(revision, [list(f) for f in fleets], seed)
     for row in rows:
-        row["scaling"] = round(row["seconds_first_cycle"] / row["vms"] / base, 2)
-        lines.append("| %d | %d | %.2f | %.2f | %d | %d | %d | %.4f | %.4f | %.2f | %.2f |" % (
-            row["vms"], row["hypervisors"], row["seconds_first_cycle"],
-            row["seconds_second_cycle"], row["reservations"], row["reserved_cpu"],
-            row["reserved_memory_mb"] // 1024, row["coverage_after_first"],
-            row["coverage_ratio"], row["vms_per_reservation"], row["scaling"]))
+        row["today"] = today.get(row["fleet"]) if today else None
+    result = {"requirements": REQUIREMENTS, "seed": seed, "baseline": revision,
+              "baseline_missing": why, "rows": rows}
+    result["targets"] = targets(rows)
+    return result
+
+
+def targets(rows):
+    """The packing targets, judged on the worst settled plan, and the cycle time."""
+    memory = max(row["ours"]["settled"]["reserved_memory_mb"] / row["bound"]["memory_mb"]
+                 for row in rows)
+    count = max(row["ours"]["settled"]["reservations"] / row["bound"]["reservations"]
+                for row in rows)
+    covered = min(row["ours"]["settled"]["coverage_ratio"] for row in rows)
+    largest = max(rows, key=lambda row: row["vms"])
+    seconds = largest["ours"]["settled"]["seconds"]
+    return [
+        {"name": "settled plan, reserved memory / lower bound, worst fleet",
+         "measured": round(memory, 2), "target": "<= %g" % TARGET_MEMORY,
+         "passed": memory <= TARGET_MEMORY},
+        {"name": "settled plan, reservations / lower bound, worst fleet",
+         "measured": round(count, 2), "target": "<= %g" % TARGET_COUNT,
+         "passed": count <= TARGET_COUNT},
+        {"name": "settled plan, coverage, worst fleet", "measured": covered, "target": "1.0",
+         "passed": covered == 1.0},
+        {"name": "slowest cycle, %d VMs (s)" % largest["vms"], "measured": seconds,
+         "target": "< %g" % TARGET_CYCLE_S, "passed": seconds < TARGET_CYCLE_S},
+    ]
+
+
+def _ratio(figures, bound, key):
+    return figures[key] / bound if bound else 0.0
+
+
+def table(result):
+    lines = ["| fleet | planner | reservations | reserved GiB | x bound (memory / count) | "
+             "x failure bound | coverage | VMs per reservation | cycles | s per cycle (slowest) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for row in result["rows"]:
+        bound = row["bound"]
+        lines.append("| %s | lower bound (failures / with sharing) | %d / %d | %d / %d | | | | | | |"
+                     % (row["fleet"], bound["failure_reservations"], bound["reservations"],
+                        bound["failure_memory_mb"] // 1024, bound["memory_mb"] // 1024))
+        shown = [("this planner, 1st cycle", row["ours"]["first"], ""),
+                 ("this planner, settled", row["ours"]["settled"], row["ours"]["settled"]["cycles"]),
+                 ("plain greedy (one pass)", row["greedy"], 1)]
+        if row["today"]:
+            shown.append(("planner of %s, settled" % result["baseline"], row["today"]["settled"],
+                          row["today"]["settled"]["cycles"]))
+        for label, figures, count in shown:
+            lines.append("| %s | %s | %d | %d | %.2f / %.2f | %.2f | %.4f | %.2f | %s | %.2f |" % (
+                row["fleet"], label, figures["reservations"], figures["reserved_memory_mb"] // 1024,
+                _ratio(figures, bound["memory_mb"], "reserved_memory_mb"),
+                _ratio(figures, bound["reservations"], "reservations"),
+                _ratio(figures, bound["failure_memory_mb"], "reserved_memory_mb"),
+                figures["coverage_ratio"], figures["vms_per_reservation"], count,
+                figures["seconds"]))
+    lines += ["", "| target | measured | goal | result |", "|---|---:|---|---|"]
+    for row in result["targets"]:
+        lines.append("| %s | %s | %s | %s |" % (row["name"], row["measured"], row["target"],
+                                                "pass" if row["passed"] else "FAIL"))
+    if result["baseline_missing"]:
+        missing = (result["baseline"], result["baseline_missing"])
+        lines.append("\nPlanner of %s not measured: %s." % missing)
     return "\n".join(lines)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--quick", action="store_true", help="small fleets only")
-    parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--repeat", type=int, default=3, help="runs per cycle; the best is kept")
+    parser.add_argument("--baseline", default=BASELINE, metavar="REV",
+                        help="commit whose planner is measured beside this one")
+    parser.add_argument("--worker", metavar="TREE", help=argparse.SUPPRESS)
+    parser.add_argument("--fleets", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    rows = [measure(vms, hosts, args.seed, max(1, args.repeat))
-            for vms, hosts in (QUICK_SIZES if args.quick else SIZES)]
-    print(table(rows))
+    if args.worker:  # a planner from another commit's files: its cycles only
+        sys.path.insert(0, args.worker)
+        out = {_key(fleet): cycles(*fleet[:2], args.seed, fleet[2])
+               for fleet in json.loads(args.fleets)}
+        with open(args.json, "w") as handle:
+            json.dump(out, handle)
+        return
+    from checkout import use_checkout
+
+    use_checkout()
+    result = measure(QUICK_FLEETS if args.quick else FLEETS, args.seed, args.baseline)
+    print(table(result))
     if args.json:
         with open(args.json, "w") as handle:
-            json.dump({"requirements": REQUIREMENTS, "seed": args.seed, "rows": rows}, handle,
-                      indent=2)
+            json.dump(result, handle, indent=2)
 
 
 if __name__ == "__main__":

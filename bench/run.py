@@ -3,7 +3,7 @@
 Runs, one after the other, each in its own process:
 
 * ``bench_core.py``: guarded call on SQLite and Redis, import time of the core;
-* ``bench_failover.py``: failover reconcile cycle on growing fleets;
+* ``bench_failover.py``: failover plans against the lower bound, today's planner and a greedy;
 * ``bench_vsphere.py``: vsphere provider against plain pyVmomi on the simulator it starts;
 * ``bench_tasks.py``: real Ansible tasks against the lab (``--lab-dir``) next to
   community.libvirt and ansible.builtin.ping, and a hypervisor outage with and without the
@@ -39,7 +39,8 @@ BENCH_TIMEOUT = 3600
 BENCHES = (
     ("core", "Resilience core: guarded call and import time", "bench_core.py",
      [], ["--calls", "1000", "--runs", "7"]),
-    ("failover", "Failover reconcile cycle by fleet size", "bench_failover.py",
+    ("failover", "Failover plans: capacity held against the lower bound, by fleet size",
+     "bench_failover.py",
      [], ["--quick"]),
     ("vsphere", "vSphere provider vs pyVmomi on the simulator", "bench_vsphere.py",
      [], ["--vms", "10", "--rounds", "10"]),
@@ -126,7 +127,7 @@ def targets(records):
             rows.append({"bench": "core", "name": row["case"],
                          "measured": "%.3f ms" % row["median_ms"],
                          "goal": "< %g ms" % row["target_ms"], "passed": row["passed"]})
-    for bench in ("tasks", "inventory"):
+    for bench in ("failover", "tasks", "inventory"):
         result = (records.get(bench) or {}).get("result") or {}
         for row in result.get("targets", []):
             rows.append({"bench": bench, "name": row["name"], "measured": str(row["measured"]),
@@ -185,11 +186,17 @@ def headlines(records):
                         vs["ours_vms_cached"]["median"] - empty, empty,
                         vs["peer_vms"]["median"] - empty))
     fleets = (records.get("failover") or {}).get("result") or {}
-    rows = fleets.get("rows") or []
-    if len(rows) > 1 and "scaling" in rows[-1]:
-        lines.append("Failover cycle: %d VMs in %.2f s; time per VM %.2fx that of %d VMs"
-                     % (rows[-1]["vms"], rows[-1]["seconds_first_cycle"], rows[-1]["scaling"],
-                        rows[0]["vms"]))
+    for row in fleets.get("rows") or []:
+        bound, ours = row["bound"]["memory_mb"], row["ours"]["settled"]
+        text = ("Failover plan, %s VMs/hypervisors: this planner holds %d GiB, %.2fx the lower "
+                "bound (%.2fx in count), slowest cycle %.2f s; plain greedy %.2fx"
+                % (row["fleet"], ours["reserved_memory_mb"] // 1024,
+                   ours["reserved_memory_mb"] / bound, ours["reservations"] / row["bound"]["reservations"],
+                   ours["seconds"], row["greedy"]["reserved_memory_mb"] / bound))
+        if row.get("today"):
+            text += "; planner of %s %.2fx" % (fleets["baseline"],
+                                               row["today"]["settled"]["reserved_memory_mb"] / bound)
+        lines.append(text)
     vsphere = (records.get("vsphere") or {}).get("result") or []
     medians = dict(((r["operation"], r["how"]), r["median_ms"]) for r in vsphere)
     for operation in ("describe", "list_vms", "list_hypervisors"):

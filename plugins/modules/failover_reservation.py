@@ -13,7 +13,13 @@ description:
     slots are on distinct hypervisors, and the other rules in the documentation).
   - O(state=present) runs one reconcile cycle - drop allocations of VMs that are gone or moved,
     drop VMs no longer eligible, revalidate old reservations, delete empty ones, then give each VM
-    that is short its slots, reusing shared reservations first - and stores the result in the state store.
+    that is short its slots, reusing shared reservations first (the smallest that fits, growing one
+    where its hypervisor has room before opening a new one) - and stores the result in the state
+    store. A cycle that gives no VM a slot packs the plan - moves VMs out of the least used
+    reservations into others and deletes the emptied ones, at most O(max_changes) moves - and
+    every cycle shrinks a reservation to the largest VM it serves.
+  - The result reports the least capacity any valid plan must hold (C(summary.lower_bound_memory_mb))
+    and what the plan holds against it.
   - O(state=absent) removes every reservation of O(creator).
   - O(state=evacuated) maps every VM on O(failed_hosts) to one of its own reservations on a
     surviving hypervisor (no reservation used twice) and, unless in check mode or O(execute=false),
@@ -52,6 +58,14 @@ options:
     description: Create at most one new reservation per hypervisor per cycle.
     type: bool
     default: true
+  max_changes:
+    description:
+      - VMs a cycle may move from one reservation to another to pack the plan (V(0) - none).
+      - A move records the VM in its new reservation in the same store write that takes it out
+        of the old one, so no VM is ever left with fewer slots; a large plan is packed over a few cycles.
+    type: int
+    default: 500
+    version_added: 0.2.0
   all_providers:
     description: List the fleet from every entry of O(providers) instead of O(provider).
     type: bool
@@ -80,6 +94,14 @@ options:
     description: With O(state=evacuated), move the VMs; V(false) only returns the plan.
     type: bool
     default: true
+  allow_partial:
+    description:
+      - With O(state=evacuated), an evacuation that leaves VMs unplaced or whose moves fail ends
+        the task failed (the plan and every move are in the result). V(true) accepts a partial
+        evacuation - the task ends with a warning and C(evacuation.complete=false).
+    type: bool
+    default: false
+    version_added: 0.2.0
 extends_documentation_fragment:
   - resilient.virt.attributes
   - resilient.virt.provider
@@ -124,6 +146,20 @@ EXAMPLES = r"""
     state: evacuated
     failed_hosts: [kvm3]
 
+- name: Move what can be moved off two failed hypervisors, and report the rest
+  resilient.virt.failover_reservation:
+    all_providers: true
+    state: evacuated
+    failed_hosts: [kvm3, kvm4]
+    allow_partial: true
+  register: evacuation
+
+- name: Say how much of the reserved capacity the guarantee needs
+  ansible.builtin.debug:
+    msg: >-
+      {{ plan.summary.reserved_memory_mb }} MiB reserved,
+      {{ plan.summary.memory_vs_lower_bound }}x the least any valid plan can hold
+
 - name: Drop all reservations of a creator
   resilient.virt.failover_reservation:
     creator: capacity-team
@@ -167,9 +203,15 @@ reservations:
       elements: dict
 summary:
   description:
-    - The cycle in numbers - created, reused, allocations_removed, deleted, acknowledged,
-      reservations, vms_requiring, vms_covered, coverage_ratio, slots_missing, vms_processed,
-      vms_deferred, reserved_cpu, reserved_memory_mb.
+    - The cycle in numbers - created, reused, moved (VMs moved by packing), resized (reservations
+      shrunk to their largest VM), allocations_removed, deleted, acknowledged, reservations,
+      vms_requiring, vms_covered, coverage_ratio, slots_missing, vms_processed, vms_deferred,
+      reserved_cpu, reserved_memory_mb.
+    - The least any valid plan holds for these VMs - lower_bound_memory_mb and
+      lower_bound_reservations (from failures and from sharing - two VMs that require two slots
+      never share both), failure_bound_memory_mb and failure_bound_reservations (from failures
+      alone) - and memory_vs_lower_bound and reservations_vs_lower_bound, what the plan holds
+      divided by them (null when nothing needs a slot).
   returned: when O(state=present)
   type: dict
 vm_status:
@@ -203,8 +245,20 @@ evacuation:
 """
 
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
-from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, field_error
+from ansible_collections.resilient.virt.plugins.module_utils.errors import (
+    InvalidSpec, QuotaExceeded, VirtError, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils._failover import storage
+
+
+def _incomplete(plan, failed):
+    """What an evacuation left undone, in one sentence; None when it is complete."""
+    parts = []
+    if plan["unplaced"]:
+        parts.append("%d of %d VMs on the failed hosts have no reservation of their own left on a "
+                     "surviving hypervisor (see evacuation.unplaced)" % (len(plan["unplaced"]), plan["affected"]))
+    if failed:
+        parts.append("%d of %d moves failed (see evacuation.moves)" % (len(failed), len(plan["moves"])))
+    return "; ".join(parts) or None
 
 
 def _view(reservations):
@@ -224,6 +278,8 @@ class FailoverReservationModule(ResilientModule):
         vms=dict(type="list", elements="dict"),
         failed_hosts=dict(type="list", elements="str"),
         execute=dict(type="bool", default=True),
+        allow_partial=dict(type="bool", default=False),
+        max_changes=dict(type="int", default=500),
     )
     module_kwargs = dict(
         required_if=[("state", "present", ["requirements"]), ("state", "evacuated", ["failed_hosts"])],
@@ -260,6 +316,7 @@ class FailoverReservationModule(ResilientModule):
                 requirements=params["requirements"], max_vms_to_process=params["max_vms_to_process"],
                 revalidation_interval=params["revalidation_interval"],
                 limit_one_new_per_hypervisor=params["limit_one_new_per_hypervisor"], creator=params["creator"],
+                max_changes=params["max_changes"],
             ),
             path="",
         )
@@ -353,8 +410,14 @@ class FailoverReservationModule(ResilientModule):
         failed = [move for move in plan["moves"] if move.get("action") == "failed"]
         changed = any(move.get("action") in ("migrate", "recreate") for move in plan["moves"])
         result = dict(changed=changed, evacuation=plan, reservations=[res.to_dict() for res in stored.reservations])
-        if failed:
-            self.warnings.append("%d of %d moves failed; see evacuation.moves" % (len(failed), len(plan["moves"])))
+        problem = _incomplete(plan, failed)
+        if problem and not self.params["allow_partial"]:
+            err = VirtError(problem + "; set allow_partial: true to accept a partial evacuation")
+            err.type = failed[0]["error"]["type"] if failed and not plan["unplaced"] else QuotaExceeded.type
+            err.result = result
+            raise err
+        if problem:
+            self.warnings.append(problem)
         return result
 
     def _move(self, move, stored):

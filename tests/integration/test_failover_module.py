@@ -43,7 +43,10 @@ def test_plan_check_mode_diff_convergence_and_absent(tmp_path):
         {"name": "cycle 5", FO: _fleet()},
         {"name": "remove in check mode", FO: {"creator": "tests", "state": "absent"}, "check_mode": True},
         {"name": "evacuation of one host", FO: dict(_fleet(), state="evacuated", failed_hosts=["kvm1"])},
-        {"name": "evacuation of two hosts", FO: dict(_fleet(), state="evacuated", failed_hosts=["kvm1", "kvm2"])},
+        {"name": "evacuation of two hosts", FO: dict(_fleet(), state="evacuated", failed_hosts=["kvm1", "kvm2"]),
+         "ignore_errors": True},
+        {"name": "partial evacuation of two hosts",
+         FO: dict(_fleet(), state="evacuated", failed_hosts=["kvm1", "kvm2"], allow_partial=True)},
         {"name": "remove", FO: {"creator": "tests", "state": "absent"}},
         {"name": "remove again", FO: {"creator": "tests", "state": "absent"}},
         {"name": "bad requirement", FO: dict(_fleet(), requirements={"*": "two"}), "ignore_errors": True},
@@ -74,7 +77,14 @@ def test_plan_check_mode_diff_convergence_and_absent(tmp_path):
     assert run.task("remove in check mode")["changed"] is True
     one = run.task("evacuation of one host")["evacuation"]
     assert one["complete"] is True and one["affected"] == 2 and one["placed"] == 2
-    two = run.task("evacuation of two hosts")["evacuation"]
+    refused = run.task("evacuation of two hosts")
+    # a DR runbook must not read a partial evacuation as done: failed, with the plan to read
+    assert refused.failed and refused["error"]["type"] == "QuotaExceeded"
+    assert "allow_partial" in refused["msg"] and refused["evacuation"]["complete"] is False
+    partial = run.task("partial evacuation of two hosts")
+    assert not partial.failed and "no reservation of their own left" in " ".join(partial["warnings"])
+    two = partial["evacuation"]
+    assert two == refused["evacuation"]
     assert two["affected"] == 4
     assert len({m["reservation"] for m in two["moves"]}) == len(two["moves"]), "a reservation was used twice"
     assert all(m["to_host"] not in ("kvm1", "kvm2") for m in two["moves"])
@@ -169,7 +179,9 @@ def test_evacuation_migrates_vsphere_vms(tmp_path, lab):
         assert run.rc == 0, run
         assert run.task("reserve")["summary"]["vms_covered"] == 2, run.task("reserve")["vm_status"]
         host = {vm["name"]: vm["hypervisor"] for vm in run.task("where")["vms"]}[names[0]]
-        evacuate = {FO: {"creator": "evac-vs", "state": "evacuated", "failed_hosts": [host]}}
+        # the simulator's own VMs on that host require no slot, hold none and stay unplaced
+        evacuate = {FO: {"creator": "evac-vs", "state": "evacuated", "failed_hosts": [host],
+                         "allow_partial": True}}
         tasks = [dict(evacuate, name="evacuate"), dict(evacuate, name="evacuate again"),
                  {"name": "after", "resilient.virt.vm_info": {"name": names[0]}}]
         run = run_playbook(tmp_path, [play(tasks, module_defaults=defaults)], name="vs-evacuate")

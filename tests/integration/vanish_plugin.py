@@ -22,6 +22,7 @@ def resilient_virt_before_call(operation):
         return
     _armed.append(True)
     import libvirt
+    from lab_domains import remove_domain
 
     uri, name = target.split(" ", 1)
     read = libvirt.virDomain.XMLDesc
@@ -29,14 +30,7 @@ def resilient_virt_before_call(operation):
     def xml_desc(dom, flags=0):
         if dom.name() == name and _armed[-1]:
             _armed.append(False)
-            conn = libvirt.open(uri)
-            try:
-                victim = conn.lookupByName(name)
-                if victim.isActive():
-                    victim.destroy()
-                victim.undefine()
-            finally:
-                conn.close()
+            remove_domain(uri, name)
         return read(dom, flags)
 
     libvirt.virDomain.XMLDesc = xml_desc

@@ -64,6 +64,26 @@ MUTANTS = {
         "    return needs.required <= host_traits and not (needs.forbidden & host_traits)",
         "    return True",
         "a VM's required and forbidden traits are not checked"),
+    "consolidation-ignores-rules": (
+        FAILOVER + "reconcile.py",
+        "                           and self._may_join(vm, name, needs, free_of_traits)), None)\n",
+        "                           ), None)\n",
+        "packing moves a VM into a reservation it may not join"),
+    "growth-ignores-host-room": (
+        FAILOVER + "reconcile.py",
+        "        return more_cpu <= free_cpu and more_mem <= free_mem and self.graph.can_join(vm.uuid, name)\n",
+        "        return self.graph.can_join(vm.uuid, name)\n",
+        "a reservation grows beyond the free room of its hypervisor"),
+    "shrink-below-a-member": (
+        FAILOVER + "reconcile.py",
+        "            mem = max(self.vms[uuid].memory_mb or 0 for uuid in res.allocations)\n",
+        "            mem = min(self.vms[uuid].memory_mb or 0 for uuid in res.allocations)\n",
+        "a reservation shrinks below the largest VM it serves"),
+    "bound-ignores-sharing": (
+        FAILOVER + "bounds.py",
+        "            for j in range(pairs):\n",
+        "            for j in range(0):\n",
+        "the lower bound forgets that two-slot VMs never share both slots"),
     "capacity-ignored": (
         FAILOVER + "placement.py",
         "            if free_cpu < cpu or free_mem < mem:\n                continue\n",

@@ -347,17 +347,21 @@ class CycleResult:
     deleted: list[Deletion] = field(default_factory=list)
     removals: list[Removal] = field(default_factory=list)
     reused: int = 0
+    moved: int = 0
+    resized: int = 0
     acknowledged: int = 0
     vm_status: list[VMStatus] = field(default_factory=list)
     processed: int = 0
     deferred: int = 0
+    lower_bound: Any = None
 
     @property
     def summary(self) -> dict[str, Any]:
         requiring = [s for s in self.vm_status if s.required > 0]
         covered = sum(1 for s in requiring if s.held >= s.required)
         return {
-            "created": len(self.created), "reused": self.reused,
+            "created": len(self.created), "reused": self.reused, "moved": self.moved,
+            "resized": self.resized,
             "allocations_removed": len(self.removals), "deleted": len(self.deleted),
             "acknowledged": self.acknowledged, "reservations": len(self.reservations),
             "vms_requiring": len(requiring), "vms_covered": covered,
@@ -366,6 +370,23 @@ class CycleResult:
             "vms_processed": self.processed, "vms_deferred": self.deferred,
             "reserved_cpu": sum(r.resources.get("cpu", 0) for r in self.reservations),
             "reserved_memory_mb": sum(r.resources.get("memory_mb", 0) for r in self.reservations),
+            **self._against_bound(),
+        }
+
+    def _against_bound(self) -> dict[str, Any]:
+        """The lower bound (see ``bounds``) and what the plan holds against it."""
+        bound = self.lower_bound
+        if bound is None:
+            return {}
+        memory = sum(r.resources.get("memory_mb", 0) for r in self.reservations)
+        return {
+            "lower_bound_memory_mb": bound.memory_mb,
+            "lower_bound_reservations": bound.reservations,
+            "failure_bound_memory_mb": bound.failure_memory_mb,
+            "failure_bound_reservations": bound.failure_reservations,
+            "memory_vs_lower_bound": round(memory / bound.memory_mb, 2) if bound.memory_mb else None,
+            "reservations_vs_lower_bound": (round(len(self.reservations) / bound.reservations, 2)
+                                            if bound.reservations else None),
         }
 
     @property

@@ -3,19 +3,20 @@
 """Where a VM's missing slots go: free room per host, which VMs a cycle serves, and the search.
 
 A cycle serves the VMs short of slots, largest first, in a rotating window; for each it offers
-the reservations of its zone most shared first, then a new reservation on the hypervisor with the
-most free room, and chooses the VM's missing slots together so an early choice does not strand
-a later one.
+the reservations of its zone (ordered by the cycle's strategy, see ``reconcile``), then a new
+reservation on the hypervisor with the most free room, and chooses the VM's missing slots
+together so an early choice does not strand a later one.
 """
 import bisect
+import itertools
 from typing import NamedTuple
 
 from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import host_satisfies
 from ansible_collections.resilient.virt.plugins.module_utils._failover.model import (
     VM, reservation_size, sizes_by_host)
 
-__all__ = ("CapacityLedger", "Need", "select_window", "ShareQueue", "HostPicker", "search_slots",
-           "BRANCH_LIMIT")
+__all__ = ("CapacityLedger", "Need", "select_window", "ShareQueue", "ZoneIndex", "HostPicker",
+           "search_slots", "BRANCH_LIMIT")
 
 
 # -- Free room per hypervisor: capacity minus its VMs minus every failover reservation on it.
@@ -78,22 +79,30 @@ def select_window(needs, max_vms, cycle):
 # -- Reservations of one zone ordered for reuse: most shared first, then by name.
 
 class ShareQueue:
-    """Buckets of names by member count; iteration walks the largest bucket first."""
+    """Buckets of names by member count; within a bucket the oldest name first (the order of
+    :meth:`add`, so names given in sorted order come before any added later).
+
+    Do not change a queue (or a :class:`ZoneIndex`) while walking it."""
 
     def __init__(self):
         self._size = {}
+        self._age = {}
         self._buckets = {}
+
+    def __len__(self):
+        return len(self._size)
 
     def add(self, name, size):
         self._size[name] = size
-        bisect.insort(self._buckets.setdefault(size, []), name)
+        age = self._age.setdefault(name, len(self._age))
+        bisect.insort(self._buckets.setdefault(size, []), (age, name))
 
     def remove(self, name):
         size = self._size.pop(name, None)
         if size is None:
             return
         bucket = self._buckets[size]
-        del bucket[bisect.bisect_left(bucket, name)]
+        del bucket[bisect.bisect_left(bucket, (self._age[name], name))]
         if not bucket:
             del self._buckets[size]
 
@@ -103,8 +112,73 @@ class ShareQueue:
 
     def __iter__(self):
         """Names in reuse order; do not change the queue while iterating."""
-        for size in sorted(self._buckets, reverse=True):
-            yield from self._buckets[size]
+        return self.walk()
+
+    def walk(self, least_shared_first=False):
+        """Names by member count, most first; with ``least_shared_first``, the least first of
+        those with two or more members, then those with one."""
+        if least_shared_first:
+            counts = sorted(self._buckets)
+            counts = [n for n in counts if n >= 2] + [n for n in counts if n < 2]
+        else:
+            counts = sorted(self._buckets, reverse=True)
+        for count in counts:
+            for _age, name in self._buckets[count]:
+                yield name
+
+
+class ZoneIndex:
+    """The reservations of one zone, by memory size and, within a size, most shared first.
+
+    ``shared()`` walks them all most shared first (the plain greedy's order); ``fitting(m)`` the
+    sizes of at least ``m`` MiB, smallest first (best fit: large reservations stay free for
+    large VMs); ``smaller(m)`` the sizes below ``m``, largest first (the least growth). Within
+    a size, most shared first, or with ``spread`` as :meth:`ShareQueue.walk` with
+    ``least_shared_first``.
+    """
+
+    def __init__(self):
+        self._all = ShareQueue()
+        self._by_size = {}
+        self._sizes = []
+        self._memory = {}
+
+    def __len__(self):
+        return len(self._all)
+
+    def add(self, name, memory_mb, members):
+        self._memory[name] = memory_mb
+        self._all.add(name, members)
+        if memory_mb not in self._by_size:
+            self._by_size[memory_mb] = ShareQueue()
+            bisect.insort(self._sizes, memory_mb)
+        self._by_size[memory_mb].add(name, members)
+
+    def remove(self, name):
+        memory_mb = self._memory.pop(name, None)
+        if memory_mb is None:
+            return
+        self._all.remove(name)
+        queue = self._by_size[memory_mb]
+        queue.remove(name)
+        if not len(queue):
+            del self._by_size[memory_mb]
+            del self._sizes[bisect.bisect_left(self._sizes, memory_mb)]
+
+    def update(self, name, memory_mb, members):
+        self.remove(name)
+        self.add(name, memory_mb, members)
+
+    def shared(self):
+        return iter(self._all)
+
+    def fitting(self, memory_mb, spread=False):
+        for size in self._sizes[bisect.bisect_left(self._sizes, memory_mb):]:
+            yield from self._by_size[size].walk(spread)
+
+    def smaller(self, memory_mb, spread=False):
+        for size in reversed(self._sizes[:bisect.bisect_left(self._sizes, memory_mb)]):
+            yield from self._by_size[size].walk(spread)
 
 
 # -- Choosing the hypervisor for a new reservation, and explaining when none qualifies.
@@ -178,14 +252,15 @@ class HostPicker:
 # missing slots (or the longest one found).
 
 BRANCH_LIMIT = 8
-"""Shared reservations offered per slot before the new-reservation option (bounds the search)."""
+"""Choices tried for one slot before the search gives up on it (bounds the search)."""
 
 
 def search_slots(missing, options, apply, undo):
     """Longest sequence of at most ``missing`` options that can be applied one after another.
 
-    ``options()`` yields the choices for the next slot given what is applied so far, best first;
-    ``apply``/``undo`` change and restore that state. Everything is undone before returning.
+    ``options()`` yields the choices for the next slot given what is applied so far, best first
+    (the first BRANCH_LIMIT are tried); ``apply``/``undo`` change and restore that state.
+    Everything is undone before returning.
     """
     best, chosen = [], []
 
@@ -199,7 +274,7 @@ def search_slots(missing, options, apply, undo):
                 best[:] = chosen + [option]
                 return True
             return False
-        for option in options():
+        for option in itertools.islice(options(), BRANCH_LIMIT):
             apply(option)
             chosen.append(option)
             done = extend()

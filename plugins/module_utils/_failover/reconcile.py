@@ -10,33 +10,40 @@ Steps, in order:
      condition saying why, valid ones get ``acknowledged_at`` = now;
   4. delete reservations left without allocations;
   5. for each VM short of the slots its flavor requires (largest memory first, at most
-     ``max_vms_to_process`` per cycle in a rotating window): join the most shared eligible
-     reservation in its zone, else create one on the hypervisor with the most free room, at
+     ``max_vms_to_process`` per cycle in a rotating window): join an eligible reservation in its
+     zone (or grow one, when packing; see :meth:`_Cycle._options`), else create one on the
+     hypervisor with the most free room, at
      most one new reservation per hypervisor per cycle unless that limit is off; a VM's missing
      slots are chosen together (see placement.search_slots) so an early choice does not strand a later one.
      When they cannot all be found and the VM holds slots already, the slots it requires are
      searched for again as if it held none, its own reservations offered first; a full set
      found so is applied (the VM leaves the reservations the set does not keep, removal reason
      ``REPLACED``, and one left empty is deleted as ``Empty``), else the VM keeps what it holds
-     plus what the first search found. No VM loses coverage, and a covered fleet is left as is.
-The same inputs give the same result; ``now`` and ``cycle`` are inputs for that reason.
+     plus what the first search found. No VM loses coverage;
+  6. when step 5 gave no VM a slot, consolidate: empty the least used reservations into others,
+     at most ``max_changes`` moves (removal reason ``CONSOLIDATED``);
+  7. shrink reservations larger than the largest VM they serve.
+Each cycle is planned twice, packing and as the plain greedy, and the cheaper plan kept (see
+:func:`run_cycle`). The same inputs give the same result; ``now`` and ``cycle`` are inputs for
+that reason.
 """
 from dataclasses import replace
 
 from ansible_collections.resilient.virt.plugins.module_utils._conditions import READY, make_condition, set_condition
+from ansible_collections.resilient.virt.plugins.module_utils._failover.bounds import lower_bound
 from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import (
     DependencyGraph, host_satisfies, remove_ineligible, required_count, trait_needs)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.model import (
     CycleResult, Deletion, NameAllocator, Removal, Reservation, VMStatus, reservation_size,
     resource_error, vm_fits)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.placement import (
-    BRANCH_LIMIT, CapacityLedger, HostPicker, Need, ShareQueue, search_slots, select_window)
+    CapacityLedger, HostPicker, Need, ZoneIndex, search_slots, select_window)
 from ansible_collections.resilient.virt.plugins.module_utils._time import format_time, parse_time
 from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
 
 __all__ = ("stale_allocations", "empty_reservations", "is_due", "find_problem",
            "INVALID_RESOURCES", "HOST_NOT_FOUND", "VM_DOES_NOT_FIT", "run_cycle", "ACTIVE_REASON",
-           "EMPTY", "REPLACED")
+           "EMPTY", "REPLACED", "CONSOLIDATED", "PACK", "GREEDY")
 
 
 # -- Allocations whose VM is gone or has moved, and reservations left empty.
@@ -127,6 +134,12 @@ ACTIVE_MESSAGE = "Failover reservation is active and ready"
 EMPTY = "Empty"
 EMPTY_MESSAGE = "no VM uses this reservation any more"
 REPLACED = "Replaced: the VM could not get all its required slots while holding this one"
+CONSOLIDATED = "Consolidated: moved to %s"
+CONSOLIDATED_MESSAGE = "its VMs moved to other reservations (consolidation)"
+
+PACK = "pack"
+GREEDY = "greedy"
+STRATEGIES = (PACK, GREEDY)
 
 
 def _unique(items, key, what):
@@ -147,12 +160,33 @@ def run_cycle(hypervisors, vms, reservations, settings, now, cycle=0, running=No
     FailoverSettings; now: epoch seconds; cycle: counter that moves the processing window;
     running: {vm uuid: host} that hypervisors report running (keeps allocations of VMs the
     VM list lacks).
+
+    The cycle is planned twice, packing (best fit, growth) and as the plain greedy (most shared
+    first), and the plan that leaves fewer slots missing, then holds less memory, then fewer
+    reservations, is kept (packing on a tie).
     """
-    return _Cycle(hypervisors, vms, reservations, settings, now, cycle, running or {}).run()
+    best = None
+    for strategy in STRATEGIES:
+        result = _Cycle(hypervisors, vms, reservations, settings, now, cycle, running or {},
+                        strategy).run()
+        if best is None or _cost(result) < _cost(best):
+            best = result
+    zones = {hv.name: hv.az for hv in hypervisors}
+    best.lower_bound = lower_bound(vms, settings.requirements,
+                                   lambda vm: vm.az or zones.get(vm.host, ""))
+    return best
+
+
+def _cost(result):
+    """Memory held per slot given, then slots missing, then reservations."""
+    summary = result.summary
+    slots = sum(min(s.held, s.required) for s in result.vm_status)
+    return (summary["reserved_memory_mb"] / slots if slots else 0, summary["slots_missing"],
+            summary["reservations"])
 
 
 class _Cycle:
-    def __init__(self, hypervisors, vms, reservations, settings, now, cycle, running):
+    def __init__(self, hypervisors, vms, reservations, settings, now, cycle, running, strategy):
         self.hv = _unique(hypervisors, "name", "hypervisors")
         self.vms = _unique(vms, "uuid", "vms")
         originals = _unique(reservations, "name", "reservations")
@@ -161,6 +195,7 @@ class _Cycle:
                                    conditions=[dict(c) for c in res.conditions])
                      for name, res in sorted(originals.items())}
         self.settings = settings
+        self.strategy = strategy
         self.now = now
         self.stamp = format_time(now)
         self.cycle = cycle
@@ -171,6 +206,11 @@ class _Cycle:
         self.names = NameAllocator(originals)
         self.graph = None
         self.ledger = None
+        self.zones = {}
+        self.status = {}
+        self.multi = {uuid: required_count(vm.flavor, settings.requirements) > 1
+                      for uuid, vm in self.vms.items()}
+        self.serves_multi = {}
 
     def run(self):
         self._drop_stale()
@@ -180,6 +220,11 @@ class _Cycle:
         self._revalidate()
         self._drop_empty()
         self._assign()
+        self._consolidate()
+        self._fit_sizes()
+        for uuid, vm_status in self.status.items():
+            vm_status.held = len(self.graph.reservations_of(uuid))
+        self.result.vm_status = [self.status[u] for u in sorted(self.status)]
         created = set(self.result.created)
         self.result.changed = sorted(n for n in self.changed if n in self.work and n not in created)
         self.result.reservations = [self.work[n] for n in sorted(self.work)]
@@ -206,6 +251,9 @@ class _Cycle:
 
     def _delete(self, name, reason, message):
         res = self.work.pop(name)
+        hv = self.hv.get(res.host)
+        if hv is not None and hv.az in self.zones:
+            self.zones[hv.az].remove(name)
         self.graph.remove_reservation(name)
         self.ledger.give_back(res.host, *reservation_size(res.resources))
         self.result.deleted.append(Deletion(res, reason, message))
@@ -253,26 +301,34 @@ class _Cycle:
         for need in deferred:
             status[need.vm.uuid].why = ("waiting for a later cycle (max_vms_to_process=%d)"
                                         % self.settings.max_vms_to_process)
-        queues = self._share_queues()
+        self.zones = self._zone_indexes()
         picker = HostPicker(self.hv.values(), self.ledger, self.graph,
                             self.settings.limit_one_new_per_hypervisor)
         for need in selected:
             vm_status = status[need.vm.uuid]
-            vm_status.why = self._cover(need, vm_status.az, queues, picker)
+            vm_status.why = self._cover(need, vm_status.az, picker)
             vm_status.held = len(self.graph.reservations_of(need.vm.uuid))
         self.result.processed = len(selected)
         self.result.deferred = len(deferred)
-        self.result.vm_status = [status[u] for u in sorted(status)]
+        self.status = status
 
-    def _share_queues(self):
-        queues = {}
-        for name, res in self.work.items():
+    def _zone_indexes(self):
+        zones = {}
+        for name, res in sorted(self.work.items()):
+            self.serves_multi[name] = any(self.multi.get(uuid, False) for uuid in res.allocations)
             hv = self.hv.get(res.host)
             if hv is not None:
-                queues.setdefault(hv.az, ShareQueue()).add(name, len(res.allocations))
-        return queues
+                zones.setdefault(hv.az, ZoneIndex()).add(
+                    name, reservation_size(res.resources)[1], len(res.allocations))
+        return zones
 
-    def _cover(self, need, az, queues, picker):
+    def _reindex(self, name):
+        res = self.work[name]
+        index = self.zones.get(self.hv[res.host].az)
+        if index is not None:
+            index.update(name, reservation_size(res.resources)[1], len(res.allocations))
+
+    def _cover(self, need, az, picker):
         """Give ``need.vm`` its missing slots; returns why it stays short, or None."""
         vm = need.vm
         if vm.vcpus is None or vm.memory_mb is None:
@@ -281,71 +337,88 @@ class _Cycle:
             return "the VM's availability zone is unknown"
         self.graph.add_vm(vm.uuid, vm.host)
         needs = trait_needs(vm.extra_specs)
-        queue = queues.setdefault(az, ShareQueue())
+        index = self.zones.setdefault(az, ZoneIndex())
         missing = need.required - need.held
-        path = self._search(vm, missing, (), az, needs, queue, picker)
+        path = self._search(vm, missing, (), needs, index, picker, az)
         complete = len(path) == missing
         former = sorted(self.graph.reservations_of(vm.uuid))
         if not complete and former:
-            fresh = self._search_afresh(vm, need.required, former, az, needs, queue, picker)
+            fresh = self._search_afresh(vm, need.required, former, needs, index, picker, az)
             if len(fresh) == need.required:
                 kept = [("share", name) for name in former if ("share", name) in fresh]
-                self._leave(vm, [name for name in former if ("share", name) not in kept], queue)
+                self._leave(vm, [name for name in former if ("share", name) not in kept])
                 path, complete = [option for option in fresh if option not in kept], True
         for kind, target in path:
-            if kind == "share":
-                res = self.work[target]
-                res.allocations[vm.uuid] = vm.host
-                self.graph.link(vm.uuid, target)
-                queue.resize(target, len(res.allocations))
-                self._touch(res)
-                self.result.reused += 1
-            else:
-                queue.add(self._create(vm, az, target), 1)
+            if kind == "new":
+                self._create(vm, az, target)
                 picker.used(target)
+                continue
+            res = self.work[target]
+            if kind == "grow":
+                self._grow(res, vm)
+            res.allocations[vm.uuid] = vm.host
+            self.graph.link(vm.uuid, target)
+            self._reindex(target)
+            self._touch(res)
+            self.result.reused += 1
         return None if complete else picker.explain(vm, az, needs)
 
-    def _search(self, vm, missing, former, az, needs, queue, picker):
-        """Best sequence of at most ``missing`` slot options for ``vm`` (see slot_search)."""
-        return search_slots(missing, lambda: self._options(vm, az, needs, queue, picker, former),
+    def _search(self, vm, missing, former, needs, index, picker, az):
+        """Best sequence of at most ``missing`` slot options for ``vm`` (see search_slots)."""
+        return search_slots(missing,
+                            lambda: self._options(vm, needs, index, picker, az, former),
                             lambda option: self._try(vm, option, picker),
                             lambda option: self._untry(vm, option, picker))
 
-    def _search_afresh(self, vm, required, former, az, needs, queue, picker):
+    def _search_afresh(self, vm, required, former, needs, index, picker, az):
         """Like :meth:`_search` for ``required`` slots with ``vm`` out of ``former`` meanwhile."""
         for name in former:
             self.graph.unlink(vm.uuid, name)
-        path = self._search(vm, required, former, az, needs, queue, picker)
+        path = self._search(vm, required, former, needs, index, picker, az)
         for name in former:
             self.graph.link(vm.uuid, name)
         return path
 
-    def _leave(self, vm, names, queue):
+    def _leave(self, vm, names):
         """Take ``vm`` out of reservations ``names``, deleting those left empty."""
         for name in names:
             res = self.work[name]
             self.graph.unlink(vm.uuid, name)
             self._apply_removals([Removal(name, vm.uuid, res.allocations[vm.uuid], REPLACED)])
             if res.allocations:
-                queue.resize(name, len(res.allocations))
+                self._reindex(name)
             else:
-                queue.remove(name)
                 self._delete(name, EMPTY, EMPTY_MESSAGE)
 
-    def _options(self, vm, az, needs, queue, picker, former):
-        """Choices for the VM's next slot: ``former`` reservations (in order), shared reservations
-        (most shared first), then new."""
+    def _options(self, vm, needs, index, picker, az, former):
+        """Choices for the VM's next slot, best first: ``former`` reservations (in order), then
+        shared reservations, then a new reservation.
+
+        The plain greedy offers every reservation the VM fits in, most shared first. Packing
+        offers only reservations of the VM's kind - those serving VMs that require two or more
+        slots stay apart from those serving one-slot VMs, whose many sharers would block the
+        others' second slot (constraint 5) - the smallest size it fits first; within a size the
+        most shared first for a one-slot VM; for the others the least shared of those already
+        shared first (few sharers leave room for their next slot), single-member ones last; then
+        reservations that can grow to fit it, the least growth first."""
         free_of_traits = not needs.required and not needs.forbidden
         for name in former:
             if self._may_join(vm, name, needs, free_of_traits):
                 yield "share", name
-        offered = 0
-        for name in queue:
-            if name not in former and self._may_join(vm, name, needs, free_of_traits):
-                yield "share", name
-                offered += 1
-                if offered == BRANCH_LIMIT:
-                    break
+        if self.strategy != PACK:
+            for name in index.shared():
+                if name not in former and self._may_join(vm, name, needs, free_of_traits):
+                    yield "share", name
+        else:
+            multi = self.multi[vm.uuid]
+            for name in index.fitting(vm.memory_mb, spread=multi):
+                if name not in former and self.serves_multi[name] == multi \
+                        and self._may_join(vm, name, needs, free_of_traits):
+                    yield "share", name
+            for name in index.smaller(vm.memory_mb, spread=multi):
+                if name not in former and self.serves_multi[name] == multi \
+                        and self._may_grow(vm, name, needs, free_of_traits):
+                    yield "grow", name
         host = picker.pick(vm, az, needs)
         if host is not None:
             yield "new", host
@@ -357,24 +430,46 @@ class _Cycle:
             free_of_traits or host_satisfies(self.hv[res.host].traits, needs)) \
             and self.graph.can_join(vm.uuid, name)
 
+    def _may_grow(self, vm, name, needs, free_of_traits):
+        """True when ``name`` can grow to fit ``vm`` on its host and ``vm`` may then join it."""
+        res = self.work[name]
+        if resource_error(res.resources) or \
+                not (free_of_traits or host_satisfies(self.hv[res.host].traits, needs)):
+            return False
+        more_cpu, more_mem = _growth(res, vm)
+        free_cpu, free_mem = self.ledger.free(res.host)
+        return more_cpu <= free_cpu and more_mem <= free_mem and self.graph.can_join(vm.uuid, name)
+
+    def _grow(self, res, vm):
+        more_cpu, more_mem = _growth(res, vm)
+        self.ledger.take(res.host, more_cpu, more_mem)
+        res.resources["cpu"] = res.resources.get("cpu", 0) + more_cpu
+        res.resources["memory_mb"] = res.resources.get("memory_mb", 0) + more_mem
+
     def _try(self, vm, option, picker):
         kind, target = option
         if kind == "share":
             self.graph.link(vm.uuid, target)
-            return
-        self.graph.add_reservation(option, target)
-        self.graph.link(vm.uuid, option)
-        self.ledger.take(target, vm.vcpus, vm.memory_mb)
-        picker.used(target)
+        elif kind == "grow":
+            self.graph.link(vm.uuid, target)
+            self.ledger.take(self.work[target].host, *_growth(self.work[target], vm))
+        else:
+            self.graph.add_reservation(option, target)
+            self.graph.link(vm.uuid, option)
+            self.ledger.take(target, vm.vcpus, vm.memory_mb)
+            picker.used(target)
 
     def _untry(self, vm, option, picker):
         kind, target = option
         if kind == "share":
             self.graph.unlink(vm.uuid, target)
-            return
-        self.graph.remove_reservation(option)
-        self.ledger.give_back(target, vm.vcpus, vm.memory_mb)
-        picker.unused(target)
+        elif kind == "grow":
+            self.graph.unlink(vm.uuid, target)
+            self.ledger.give_back(self.work[target].host, *_growth(self.work[target], vm))
+        else:
+            self.graph.remove_reservation(option)
+            self.ledger.give_back(target, vm.vcpus, vm.memory_mb)
+            picker.unused(target)
 
     def _create(self, vm, az, host):
         name = self.names.new_name(az, "%s/%s" % (vm.uuid, host))
@@ -387,5 +482,92 @@ class _Cycle:
         self.graph.add_reservation(name, host)
         self.graph.link(vm.uuid, name)
         self.ledger.take(host, vm.vcpus, vm.memory_mb)
+        self.zones.setdefault(az, ZoneIndex()).add(name, vm.memory_mb, 1)
+        self.serves_multi[name] = self.multi[vm.uuid]
         self.result.created.append(name)
         return name
+
+    # -- consolidation: empty the least used reservations into others, then fit sizes to VMs.
+
+    def _consolidate(self):
+        """Move the VMs of the least used reservations into other reservations they fit in as
+        they are, and delete the emptied ones, at most ``max_changes`` moves per cycle, in a
+        cycle that gave no VM a slot (a settled plan). A move gives the VM its new slot before
+        taking the old one, in the same cycle's result."""
+        if self.result.created or self.result.reused:
+            return  # the plan is still growing: consolidate it once a cycle leaves it settled
+        budget = self.settings.max_changes
+        order = sorted(self.work.values(), key=lambda r: (
+            len(r.allocations), reservation_size(r.resources)[1], r.name))
+        received = set()  # a reservation that took VMs this cycle is not emptied in it
+        for res in order:
+            members = sorted(res.allocations)
+            if res.name not in self.work or res.name in received or not members or \
+                    len(members) > budget:
+                continue
+            if any(uuid not in self.vms for uuid in members):
+                continue
+            moves = self._plan_emptying(res, members)
+            if moves is None:
+                continue
+            budget -= len(moves)
+            for uuid, target in moves:
+                received.add(target)
+                into = self.work[target]
+                into.allocations[uuid] = res.allocations[uuid]
+                self._touch(into)
+                self._reindex(target)
+                self.result.removals.append(Removal(res.name, uuid, res.allocations[uuid],
+                                                    CONSOLIDATED % target))
+            self.result.moved += len(moves)
+            res.allocations.clear()
+            self._delete(res.name, EMPTY, CONSOLIDATED_MESSAGE)
+
+    def _plan_emptying(self, res, members):
+        """[(vm uuid, reservation)] moving every member of ``res`` elsewhere, applied to the
+        graph; None (the graph as it was) when one of them has nowhere to go."""
+        index = self.zones.get(self.hv[res.host].az) if res.host in self.hv else None
+        if index is None:
+            return None
+        moves = []
+        for uuid in members:
+            vm = self.vms[uuid]
+            self.graph.unlink(uuid, res.name)
+            needs = trait_needs(vm.extra_specs)
+            free_of_traits = not needs.required and not needs.forbidden
+            multi = self.multi[uuid]
+            target = next((name for name in index.fitting(vm.memory_mb or 0, spread=multi)
+                           if name != res.name and self.serves_multi.get(name) == multi
+                           and self._may_join(vm, name, needs, free_of_traits)), None)
+            if target is None:
+                self.graph.link(uuid, res.name)
+                for moved, into in reversed(moves):
+                    self.graph.unlink(moved, into)
+                    self.graph.link(moved, res.name)
+                return None
+            self.graph.link(uuid, target)
+            moves.append((uuid, target))
+        return moves
+
+    def _fit_sizes(self):
+        """Shrink reservations larger than the largest VM they serve (all VMs known)."""
+        for name in sorted(self.work):
+            res = self.work[name]
+            if not res.allocations or resource_error(res.resources) or \
+                    any(uuid not in self.vms for uuid in res.allocations):
+                continue
+            cpu = max(self.vms[uuid].vcpus or 0 for uuid in res.allocations)
+            mem = max(self.vms[uuid].memory_mb or 0 for uuid in res.allocations)
+            held_cpu, held_mem = reservation_size(res.resources)
+            if (cpu, mem) == (held_cpu, held_mem) or cpu > held_cpu or mem > held_mem:
+                continue
+            self.ledger.give_back(res.host, held_cpu - cpu, held_mem - mem)
+            res.resources["cpu"], res.resources["memory_mb"] = cpu, mem
+            self._touch(res)
+            self.result.resized += 1
+
+
+def _growth(res, vm):
+    """(cpu, memory_mb) that ``res`` must grow by to fit ``vm``."""
+    cpu, mem = reservation_size(res.resources)
+    return max(0, (vm.vcpus or 0) - cpu), max(0, (vm.memory_mb or 0) - mem)

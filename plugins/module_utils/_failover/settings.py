@@ -6,22 +6,26 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import field
 from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import (
     validate_requirements)
 
-__all__ = ("FailoverSettings", "DEFAULT_REVALIDATION_INTERVAL", "DEFAULT_CREATOR")
+__all__ = ("FailoverSettings", "DEFAULT_REVALIDATION_INTERVAL", "DEFAULT_CREATOR",
+           "DEFAULT_MAX_CHANGES")
 
 DEFAULT_REVALIDATION_INTERVAL = 1800.0
 DEFAULT_CREATOR = "resilient.virt"
+DEFAULT_MAX_CHANGES = 500
 
 
 @dataclass
 class FailoverSettings:
     """``requirements``: flavor pattern -> slots; ``max_vms_to_process`` <= 0: all VMs;
     ``revalidation_interval``: seconds between checks of an acknowledged reservation;
-    ``limit_one_new_per_hypervisor``: at most one new reservation per hypervisor per cycle."""
+    ``limit_one_new_per_hypervisor``: at most one new reservation per hypervisor per cycle;
+    ``max_changes``: VMs a cycle may move between reservations to consolidate the plan (0: none)."""
 
     requirements: dict[str, int] = field(default_factory=dict)
     max_vms_to_process: int = 0
     revalidation_interval: float = DEFAULT_REVALIDATION_INTERVAL
     limit_one_new_per_hypervisor: bool = True
+    max_changes: int = DEFAULT_MAX_CHANGES
     creator: str = DEFAULT_CREATOR
 
     @classmethod
@@ -33,7 +37,7 @@ class FailoverSettings:
         at = (path + ".") if path else ""
         data = dict(data or {})
         known = ("requirements", "max_vms_to_process", "revalidation_interval",
-                 "limit_one_new_per_hypervisor", "creator")
+                 "limit_one_new_per_hypervisor", "max_changes", "creator")
         unknown = sorted(k for k in data if k not in known)
         if unknown:
             raise field_error(at + unknown[0], "is not a setting; use one of %s" % ", ".join(known))
@@ -43,6 +47,12 @@ class FailoverSettings:
             raise field_error(at + "max_vms_to_process",
                               "must be a whole number >= 0 (0 = all VMs), got %r" % (max_vms,))
         out.max_vms_to_process = max_vms
+        max_changes = data.get("max_changes", DEFAULT_MAX_CHANGES)
+        if isinstance(max_changes, bool) or not isinstance(max_changes, int) or max_changes < 0:
+            raise field_error(at + "max_changes",
+                              "must be a whole number >= 0 (0 = no consolidation), got %r"
+                              % (max_changes,))
+        out.max_changes = max_changes
         if data.get("revalidation_interval") is not None:
             name = at + "revalidation_interval"
             out.revalidation_interval = parse_duration(data["revalidation_interval"], name)

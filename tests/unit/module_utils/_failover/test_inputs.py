@@ -80,6 +80,11 @@ def test_settings_from_options():
         FailoverSettings.from_dict({"revalidation_interval": "soon"})
     with pytest.raises(InvalidSpec, match="limit_one_new_per_hypervisor"):
         FailoverSettings.from_dict({"limit_one_new_per_hypervisor": "yes"})
+    assert settings.max_changes == 500
+    assert FailoverSettings.from_dict({"max_changes": 0}).max_changes == 0
+    for bad in (-1, True, "5"):
+        with pytest.raises(InvalidSpec, match=r"failover.max_changes.*0 = no consolidation"):
+            FailoverSettings.from_dict({"max_changes": bad})
 
 
 def test_name_allocator_is_reproducible_and_skips_taken_names():

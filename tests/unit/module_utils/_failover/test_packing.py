@@ -1,0 +1,195 @@
+"""How much a plan holds: never more than a plain greedy's, never below the lower bound, grown
+and shrunk to the VMs it serves, and packed over cycles without a VM losing a slot."""
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.resilient.virt.plugins.module_utils._failover.bounds import lower_bound
+from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import (
+    DependencyGraph, host_satisfies, required_count, trait_needs)
+from ansible_collections.resilient.virt.plugins.module_utils._failover.model import (
+    VM, Hypervisor, Reservation)
+from ansible_collections.resilient.virt.plugins.module_utils._failover.reconcile import run_cycle
+from ansible_collections.resilient.virt.plugins.module_utils._failover.settings import (
+    FailoverSettings)
+
+from .reference import would_be_eligible
+from .test_properties import (
+    NOW, PROFILE, REQUIREMENTS, _memory, check_evacuations, check_result, fleets)
+
+
+def plain_greedy(hypervisors, vms, requirements):
+    """(slots missing, memory held) of the plain greedy, written here: largest VM first, each
+    slot in the most shared reservation it may join (the oldest on a tie), else a new one sized
+    to the VM on the host with the most free memory that it may use."""
+    zone = {hv.name: hv.az for hv in hypervisors}
+    free = {hv.name: [hv.cpu - hv.used_cpu, hv.memory_mb - hv.used_memory_mb] for hv in hypervisors}
+    graph = DependencyGraph()
+    for vm in vms:
+        graph.add_vm(vm.uuid, vm.host)
+    held = []  # [name, host, cpu, memory, members]
+    missing = 0
+    for vm in sorted(vms, key=lambda v: (-v.memory_mb, v.uuid)):
+        needs = trait_needs(vm.extra_specs)
+        for _slot in range(required_count(vm.flavor, requirements)):
+            shared = [r for r in held if zone[r[1]] == vm.az and r[2] >= vm.vcpus
+                      and r[3] >= vm.memory_mb and host_satisfies(traits_of(hypervisors, r[1]), needs)
+                      and would_be_eligible(graph, vm.uuid, r[0])]
+            if shared:
+                best = min(shared, key=lambda r: (-len(r[4]), held.index(r)))  # oldest on a tie
+                best[4].append(vm.uuid)
+                graph.link(vm.uuid, best[0])
+                continue
+            hosts = []
+            for hv in hypervisors:
+                if hv.az != vm.az or not host_satisfies(hv.traits, needs) or \
+                        free[hv.name][0] < vm.vcpus or free[hv.name][1] < vm.memory_mb:
+                    continue
+                probe = "g%d" % len(held)
+                graph.add_reservation(probe, hv.name)
+                if would_be_eligible(graph, vm.uuid, probe):
+                    hosts.append((-free[hv.name][1], -free[hv.name][0], hv.name))
+                graph.remove_reservation(probe)
+            if not hosts:
+                missing += 1
+                continue
+            host = min(hosts)[2]  # the most free memory, then cpu, then the first name
+            name = "g%d" % len(held)
+            graph.add_reservation(name, host)
+            graph.link(vm.uuid, name)
+            free[host][0] -= vm.vcpus
+            free[host][1] -= vm.memory_mb
+            held.append([name, host, vm.vcpus, vm.memory_mb, [vm.uuid]])
+    return missing, sum(r[3] for r in held)
+
+
+def traits_of(hypervisors, name):
+    return next(hv.traits for hv in hypervisors if hv.name == name)
+
+
+def _settings(limit, **more):
+    return FailoverSettings(requirements=dict(REQUIREMENTS), limit_one_new_per_hypervisor=limit,
+                            **more)
+
+
+@settings(**PROFILE)
+@given(fleets())
+def test_never_holds_more_than_the_plain_greedy(fleet):
+    hypervisors, vms, limit = fleet
+    if limit:
+        return  # the plain greedy opens as many reservations per host as it likes
+    ours = run_cycle(hypervisors, vms, [], _settings(limit), now=NOW)
+    greedy_missing, greedy_memory = plain_greedy(hypervisors, vms, REQUIREMENTS)
+    if greedy_missing == 0 and ours.summary["slots_missing"] == 0:
+        # where capacity runs out the two may cover different VMs: compare covering plans
+        assert _memory(ours.reservations) <= greedy_memory
+
+
+@settings(**PROFILE)
+@given(fleets())
+def test_no_covering_plan_holds_less_than_the_lower_bound(fleet):
+    hypervisors, vms, limit = fleet
+    bound = lower_bound(vms, REQUIREMENTS, lambda vm: vm.az)
+    result = run_cycle(hypervisors, vms, [], _settings(limit), now=NOW)
+    if result.summary["slots_missing"] == 0:
+        assert _memory(result.reservations) >= bound.memory_mb >= bound.failure_memory_mb
+        assert len(result.reservations) >= bound.reservations >= bound.failure_reservations
+    missing, memory = plain_greedy(hypervisors, vms, REQUIREMENTS)
+    if missing == 0:
+        assert memory >= bound.memory_mb
+
+
+def test_lower_bound_by_hand():
+    gib = 1024
+    vms = [VM("a1", "h1", "z", "one", 1, 8 * gib), VM("a2", "h1", "z", "one", 1, 2 * gib),
+           VM("b1", "h2", "z", "one", 1, 4 * gib),
+           VM("c1", "h3", "z", "two", 1, 16 * gib), VM("d1", "h4", "z", "two", 1, 16 * gib),
+           VM("e1", "h5", "z", "two", 1, 4 * gib), VM("x", "h6", "y", "none", 1, 64 * gib)]
+    bound = lower_bound(vms, {"one": 1, "two": 2}, lambda vm: vm.az)
+    # failure: singles h1 [8, 2], h3 [16], h4 [16], h5 [4]; pairs of two-slot hosts
+    # h3+h4 [16, 16], h3+h5 [16, 4], h4+h5 [16, 4]  ->  m = [16, 16]
+    assert (bound.failure_memory_mb, bound.failure_reservations) == (32 * gib, 2)
+    # sharing: 2 VMs of 16 GiB need 3 reservations of 16 GiB (1 pair only for 2 reservations),
+    # the third two-slot VM needs no more (3 reservations give 3 pairs)
+    assert (bound.memory_mb, bound.reservations) == (48 * gib, 3)
+
+
+HOSTS = [Hypervisor("h%d" % i, "z", 16, 32 * 1024, frozenset(), 2, 4096) for i in range(6)]
+
+
+def test_a_reservation_grows_rather_than_a_new_one_opens():
+    small = VM("small", "h0", "z", "one.small", 1, 1024)
+    big = VM("big", "h1", "z", "one.big", 2, 4096)
+    held = Reservation("r", "h2", "z", {"cpu": 1, "memory_mb": 1024}, {"small": "h0"}, "c")
+    result = run_cycle(HOSTS, [small, big], [held], _settings(False), now=NOW)
+    [res] = result.reservations
+    assert res.resources == {"cpu": 2, "memory_mb": 4096}
+    assert res.allocations == {"small": "h0", "big": "h1"} and result.created == []
+
+
+def test_a_reservation_shrinks_when_its_largest_vm_leaves():
+    small = VM("small", "h0", "z", "one.small", 1, 1024)
+    held = Reservation("r", "h2", "z", {"cpu": 2, "memory_mb": 4096},
+                       {"small": "h0", "gone": "h1"}, "c")
+    result = run_cycle(HOSTS, [small], [held], _settings(False), now=NOW)
+    [res] = result.reservations
+    assert res.resources == {"cpu": 1, "memory_mb": 1024} and result.summary["resized"] == 1
+
+
+@st.composite
+def bloated(draw):
+    """(hypervisors, vms, reservations): one-slot VMs, each with a private reservation."""
+    host_count = draw(st.integers(3, 7))
+    hosts = ["h%d" % i for i in range(host_count)]
+    vms = [VM("vm-%02d" % i, hosts[draw(st.integers(0, host_count - 1))], "z", "one.small", 1,
+              1024) for i in range(draw(st.integers(2, 12)))]
+    reservations = []
+    for vm in vms:
+        host = hosts[(hosts.index(vm.host) + draw(st.integers(1, host_count - 1))) % host_count]
+        reservations.append(Reservation("p-" + vm.uuid, host, "z", {"cpu": 1, "memory_mb": 1024},
+                                        {vm.uuid: vm.host}, "c"))
+    hypervisors = []
+    for name in hosts:
+        used = sum(1 for vm in vms if vm.host == name)
+        hypervisors.append(Hypervisor(name, "z", used + 16, (used + 16) * 1024, frozenset(), used,
+                                      used * 1024))
+    return hypervisors, vms, reservations, draw(st.integers(1, 3))
+
+
+@settings(**PROFILE)
+@given(bloated())
+def test_consolidation_packs_within_max_changes_and_settles(case):
+    hypervisors, vms, reservations, max_changes = case
+    settings_ = _settings(True, max_changes=max_changes)
+    held = {vm.uuid: 1 for vm in vms}
+    for cycle in range(len(vms) + 2):
+        result = run_cycle(hypervisors, vms, reservations, settings_, now=NOW + 60 * cycle,
+                           cycle=cycle)
+        check_result(hypervisors, vms, result)
+        check_evacuations(hypervisors, vms, result.reservations)
+        moves = [r for r in result.removals if r.reason.startswith("Consolidated")]
+        assert len(moves) <= max_changes and result.created == []
+        assert all(s.held >= held[s.uuid] for s in result.vm_status)
+        assert _memory(result.reservations) <= _memory(reservations)
+        if not result.changed_anything:
+            break
+        reservations = result.reservations
+    assert not result.changed_anything
+
+
+def test_consolidation_empties_private_reservations_into_shared_ones():
+    # four VMs on h0 and h1, each with a private reservation on h2 or h3: two reservations
+    # (one per rank: a VM of h0 beside a VM of h1) are enough, and each cycle moves at most one
+    vms = [VM("a1", "h0", "z", "one.small", 1, 1024), VM("a2", "h0", "z", "one.small", 1, 1024),
+           VM("b1", "h1", "z", "one.small", 1, 1024), VM("b2", "h1", "z", "one.small", 1, 1024)]
+    reservations = [Reservation("p-" + vm.uuid, "h2" if vm.uuid.endswith("1") else "h3", "z",
+                                {"cpu": 1, "memory_mb": 1024}, {vm.uuid: vm.host}, "c")
+                    for vm in vms]
+    settings_ = _settings(True, max_changes=1)
+    counts = []
+    for cycle in range(6):
+        result = run_cycle(HOSTS, vms, reservations, settings_, now=NOW + 60 * cycle, cycle=cycle)
+        check_result(HOSTS, vms, result)
+        counts.append(len(result.reservations))
+        reservations = result.reservations
+    assert counts == [3, 2, 2, 2, 2, 2]
+    assert sorted(sorted(r.allocations) for r in reservations) == [["a1", "b1"], ["a2", "b2"]]
