@@ -10,7 +10,8 @@ def remove_domain(uri, name):
         if dom.isActive():
             dom.destroy()
         dom.undefine()
-    except libvirt.libvirtError:
-        pass
+    except libvirt.libvirtError as err:
+        if err.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
+            raise
     finally:
         conn.close()
