@@ -211,6 +211,7 @@ class _Cycle:
         self.multi = {uuid: required_count(vm.flavor, settings.requirements) > 1
                       for uuid, vm in self.vms.items()}
         self.serves_multi = {}
+        self._multi_on_host = None
 
     def run(self):
         self._drop_stale()
@@ -298,6 +299,8 @@ class _Cycle:
             if required > held:
                 needs.append(Need(vm, required, held))
         selected, deferred = select_window(needs, self.settings.max_vms_to_process, self.cycle)
+        if self.strategy == PACK:
+            selected.sort(key=self._hardest_first)
         for need in deferred:
             status[need.vm.uuid].why = ("waiting for a later cycle (max_vms_to_process=%d)"
                                         % self.settings.max_vms_to_process)
@@ -311,6 +314,18 @@ class _Cycle:
         self.result.processed = len(selected)
         self.result.deferred = len(deferred)
         self.status = status
+
+    def _hardest_first(self, need):
+        """Largest first; among VMs of one size, those on the hypervisors running the most VMs
+        that require two or more slots (rules 4 and 5 keep those VMs' slots apart, so they
+        have the fewest choices left when served late)."""
+        if self._multi_on_host is None:
+            self._multi_on_host = {}
+            for uuid, vm in self.vms.items():
+                if self.multi[uuid]:
+                    self._multi_on_host[vm.host] = self._multi_on_host.get(vm.host, 0) + 1
+        vm = need.vm
+        return -(vm.memory_mb or 0), -self._multi_on_host.get(vm.host, 0), vm.uuid
 
     def _zone_indexes(self):
         zones = {}

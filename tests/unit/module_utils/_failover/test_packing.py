@@ -126,6 +126,20 @@ def test_a_reservation_grows_rather_than_a_new_one_opens():
     assert res.allocations == {"small": "h0", "big": "h1"} and result.created == []
 
 
+def test_a_reservation_grows_only_within_its_hypervisors_room():
+    small = VM("small", "h0", "z", "one.small", 1, 1024)
+    big = VM("big", "h1", "z", "one.big", 2, 4096)
+    full = Hypervisor("h2", "z", 16, 32 * 1024, frozenset(), 15, 31 * 1024)  # room for r only
+    hosts = [hv if hv.name != "h2" else full for hv in HOSTS]
+    held = Reservation("r", "h2", "z", {"cpu": 1, "memory_mb": 1024}, {"small": "h0"}, "c")
+    result = run_cycle(hosts, [small, big], [held], _settings(False), now=NOW)
+    check_result(hosts, [small, big], result)
+    by_name = result.reservations_by_name()
+    assert by_name["r"].resources == {"cpu": 1, "memory_mb": 1024}
+    [new] = result.created
+    assert by_name[new].allocations == {"big": "h1"} and by_name[new].host != "h2"
+
+
 def test_a_reservation_shrinks_when_its_largest_vm_leaves():
     small = VM("small", "h0", "z", "one.small", 1, 1024)
     held = Reservation("r", "h2", "z", {"cpu": 2, "memory_mb": 4096},

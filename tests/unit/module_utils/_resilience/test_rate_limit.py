@@ -17,12 +17,14 @@ def test_unlimited_never_touches_the_store(store):
 
 def test_burst_goes_at_once_then_one_per_interval(store):
     limiter = RateLimiter(store, "p:burst", qps=20, burst=3)
-    assert [limiter.acquire() for dummy in range(3)] == [0.0] * 3
     started = time.monotonic()
+    assert [limiter.acquire() for dummy in range(3)] == [0.0] * 3
     waits = [limiter.acquire() for dummy in range(3)]
     elapsed = time.monotonic() - started
-    assert all(0 < w <= 0.05 + 0.01 for w in waits)
-    assert elapsed >= 0.14  # three turns at 1/20 s apart were really waited for
+    # never more than one interval each (a process held up by a busy machine may find its turn
+    # already come and wait 0), and the sixth call cannot pass before 3 intervals after the first
+    assert all(0 <= w <= 0.05 + 0.01 for w in waits)
+    assert elapsed >= 0.149
     assert store.get(NAMESPACE, "p:burst")["qps"] == 20
 
 
