@@ -162,6 +162,46 @@ def test_evacuation_moves_vms_of_a_killed_hypervisor(tmp_path, lab, lab_module, 
         run_playbook(tmp_path, [play(cleanup, module_defaults=defaults)], name="cleanup")
 
 
+def test_an_evacuation_whose_move_fails_fails_unless_partial_is_allowed(tmp_path, lab, lab_module,
+                                                                        outage):
+    providers = {hv: lab_module.provider_config(lab.hypervisor(hv)) for hv in ("hv1", "hv3")}
+    name = "evac-fail-1"
+    defaults = {"state_store": "sqlite:///%s" % (tmp_path / "state.db"), "providers": providers,
+                "resilience": {"max_attempts": 1}}
+    setup = [
+        {"name": "create", "resilient.virt.vm": {
+            "provider": "hv1", "name": name, "vcpus": 1, "memory_mb": 64,
+            "metadata": {"flavor": "web"}, "state": "running"}},
+        {"name": "reserve", FO: {"all_providers": True, "requirements": {"*": 1}, "creator": "evac-fail"}},
+    ]
+    run = run_playbook(tmp_path, [play(setup, module_defaults=defaults)], name="setup")
+    assert run.rc == 0, run
+    assert run.task("reserve")["summary"]["vms_covered"] == 1
+    evacuate = {"creator": "evac-fail", "state": "evacuated", "failed_hosts": ["hv1"]}
+    outage.stop("hv1")
+    outage.stop("hv3")  # the hypervisor holding the reservation is down too: the move fails
+    tasks = [{"name": "strict", FO: evacuate, "ignore_errors": True},
+             {"name": "partial", FO: dict(evacuate, allow_partial=True)}]
+    try:
+        run = run_playbook(tmp_path, [play(tasks, module_defaults=defaults)], name="evacuate")
+        assert run.rc == 0, run
+        strict = run.task("strict")
+        [move] = strict["evacuation"]["moves"]
+        assert move["action"] == "failed" and move["to_host"] == "hv3"
+        assert strict.failed and strict["error"]["type"] == move["error"]["type"] == "Unavailable"
+        assert "1 of 1 moves failed" in strict["msg"] and "allow_partial" in strict["msg"]
+        partial = run.task("partial")
+        assert not partial.failed and partial["evacuation"]["moves"][0]["action"] == "failed"
+        assert "1 of 1 moves failed" in " ".join(partial["warnings"])
+    finally:
+        outage.start("hv3")
+        outage.start("hv1")
+        cleanup = [{"name": "delete", "resilient.virt.vm": {"provider": "hv1", "name": name,
+                                                            "state": "absent"}},
+                   {"name": "drop", FO: {"creator": "evac-fail", "state": "absent"}}]
+        run_playbook(tmp_path, [play(cleanup, module_defaults=defaults)], name="cleanup")
+
+
 def test_evacuation_migrates_vsphere_vms(tmp_path, lab):
     with open(lab.inventory_file) as f:
         vcsim = yaml.safe_load(f)["all"]["vars"]["resilient_virt_providers"]["vcsim"]
