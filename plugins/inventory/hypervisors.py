@@ -355,14 +355,12 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         for expression in self.get_option("hostnames"):
             if expression in variables:  # a bare variable name: no need for a template
                 value = variables[expression]
-                if value not in (None, "") and not isinstance(value, (dict, list)):
-                    return str(value)
-                continue
-            try:
-                value = self._compose(expression, variables)
-            except Exception as exc:  # noqa: BLE001 - a user's expression: try the next one
-                problems.append("%r: %s" % (expression, exc))
-                continue
+            else:
+                try:
+                    value = self._compose(expression, variables)
+                except Exception as exc:  # noqa: BLE001 - a user's expression: try the next one
+                    problems.append("%r: %s" % (expression, exc))
+                    continue
             if value not in (None, "") and not isinstance(value, (dict, list)):
                 return str(value)
         message = "no host name for the %s: every hostnames expression gave nothing%s" % (

@@ -81,8 +81,8 @@ MUTANTS = {
         "a reservation shrinks below the largest VM it serves"),
     "bound-ignores-sharing": (
         FAILOVER + "bounds.py",
-        "            for j in range(pairs):\n",
-        "            for j in range(0):\n",
+        "                reservations += 1\n",
+        "                break\n",
         "the lower bound forgets that two-slot VMs never share both slots"),
     "capacity-ignored": (
         FAILOVER + "placement.py",

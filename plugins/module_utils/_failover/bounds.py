@@ -17,7 +17,6 @@ Both count, for every size s, reservations of at least s MiB a plan must hold; t
 holds, and the memory bound is the sum over sizes. The count bound is the longest such list.
 """
 import itertools
-import math
 
 from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import required_count
 
@@ -39,17 +38,17 @@ class LowerBound:
         memory of the VMs that require two or more slots (largest first)."""
         self.failure_memory_mb += sum(failure_sizes)
         self.failure_reservations += len(failure_sizes)
-        needed = list(failure_sizes)
+        needed = list(failure_sizes)  # the j-th largest reservation is at least needed[j]
+        reservations = 0
         for count, size in enumerate(shared_sizes, 1):
-            # reservations of at least ``size``: enough pairs for ``count`` VMs
-            pairs = int(math.ceil((1 + math.sqrt(1 + 8 * count)) / 2))
-            while pairs * (pairs - 1) // 2 < count:
-                pairs += 1
-            while len(needed) < pairs:
-                needed.append(0)
-            for j in range(pairs):
-                needed[j] = max(needed[j], size)
-        needed.sort(reverse=True)
+            # ``count`` VMs of at least ``size`` need r reservations that big, r (r - 1) / 2 >= count;
+            # sizes come largest first, so only the reservations added here take ``size``
+            while reservations * (reservations - 1) // 2 < count:
+                if reservations < len(needed):
+                    needed[reservations] = max(needed[reservations], size)
+                else:
+                    needed.append(size)
+                reservations += 1
         self.memory_mb += sum(needed)
         self.reservations += len(needed)
 

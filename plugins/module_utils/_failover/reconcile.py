@@ -208,10 +208,14 @@ class _Cycle:
         self.ledger = None
         self.zones = {}
         self.status = {}
-        self.multi = {uuid: required_count(vm.flavor, settings.requirements) > 1
-                      for uuid, vm in self.vms.items()}
+        self.required = {uuid: required_count(vm.flavor, settings.requirements)
+                         for uuid, vm in self.vms.items()}
+        self.multi = {uuid: count > 1 for uuid, count in self.required.items()}
+        self.multi_on_host = {}  # hypervisor -> its VMs that require two or more slots
+        for uuid, vm in self.vms.items():
+            if self.multi[uuid]:
+                self.multi_on_host[vm.host] = self.multi_on_host.get(vm.host, 0) + 1
         self.serves_multi = {}
-        self._multi_on_host = None
 
     def run(self):
         self._drop_stale()
@@ -288,11 +292,10 @@ class _Cycle:
         return hv.az if hv is not None else ""
 
     def _assign(self):
-        requirements = self.settings.requirements
         needs, status = [], {}
         for uuid in sorted(self.vms):
             vm = self.vms[uuid]
-            required = required_count(vm.flavor, requirements)
+            required = self.required[uuid]
             held = len(self.graph.reservations_of(uuid))
             if required or held:
                 status[uuid] = VMStatus(uuid, vm.host, self._zone(vm), vm.flavor, required, held)
@@ -319,13 +322,8 @@ class _Cycle:
         """Largest first; among VMs of one size, those on the hypervisors running the most VMs
         that require two or more slots (rules 4 and 5 keep those VMs' slots apart, so they
         have the fewest choices left when served late)."""
-        if self._multi_on_host is None:
-            self._multi_on_host = {}
-            for uuid, vm in self.vms.items():
-                if self.multi[uuid]:
-                    self._multi_on_host[vm.host] = self._multi_on_host.get(vm.host, 0) + 1
         vm = need.vm
-        return -(vm.memory_mb or 0), -self._multi_on_host.get(vm.host, 0), vm.uuid
+        return -(vm.memory_mb or 0), -self.multi_on_host.get(vm.host, 0), vm.uuid
 
     def _zone_indexes(self):
         zones = {}
