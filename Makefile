@@ -26,7 +26,7 @@ help:
 	@echo "make demo      bring the local lab up and run playbooks/demo.yml"
 	@echo "make test      lint, unit, integration (real libvirtd/QEMU, vSphere simulator, Redis) and sanity tests"
 	@echo "make lint      ruff on the whole tree, mypy on the typed public API"
-	@echo "make mutation  break the failover planner on purpose and show the tests catch every break"
+	@echo "make mutation  break the failover planner and the fleet reconciler on purpose; the tests must catch every break"
 	@echo "make bench     benchmarks (core overhead, peers, failover planning)"
 	@echo "make lab-up / lab-down   start or stop the local hypervisors"
 	@echo "make build     build the collection tarball"

@@ -9,7 +9,10 @@ Runs, one after the other, each in its own process:
   community.libvirt and ansible.builtin.ping, and a hypervisor outage with and without the
   circuit breaker;
 * ``bench_inventory.py``: ``ansible-inventory`` with the hypervisors inventory plugin next to
-  community.vmware's and community.libvirt's, on a large simulator and the lab.
+  community.vmware's and community.libvirt's, on a large simulator and the lab;
+* ``bench_fleet.py``: one vm_fleet task creating a fleet on the lab next to loops of
+  resilient.virt.vm and community.libvirt.virt tasks, its no-change runs above an empty play,
+  and a full run of a large fleet on a simulator it starts.
 
 The lab must be up (``python3 lab/lab.py up``; ``make bench`` does it). Every bench's own
 markdown tables are folded into the report, after a summary of the targets.
@@ -48,6 +51,8 @@ BENCHES = (
      "bench_tasks.py", [], ["--quick"]),
     ("inventory", "Inventory plugin vs community.vmware and community.libvirt",
      "bench_inventory.py", [], ["--quick"]),
+    ("fleet", "Fleet reconcile: one vm_fleet task vs loops of tasks", "bench_fleet.py",
+     [], ["--quick"]),
 )
 
 
@@ -127,7 +132,7 @@ def targets(records):
             rows.append({"bench": "core", "name": row["case"],
                          "measured": "%.3f ms" % row["median_ms"],
                          "goal": "< %g ms" % row["target_ms"], "passed": row["passed"]})
-    for bench in ("failover", "tasks", "inventory"):
+    for bench in ("failover", "tasks", "inventory", "fleet"):
         result = (records.get(bench) or {}).get("result") or {}
         for row in result.get("targets", []):
             rows.append({"bench": bench, "name": row["name"], "measured": str(row["measured"]),
@@ -185,6 +190,23 @@ def headlines(records):
                         vs["ours_vms_cold"]["median"] - empty,
                         vs["ours_vms_cached"]["median"] - empty, empty,
                         vs["peer_vms"]["median"] - empty))
+    fleet = (records.get("fleet") or {}).get("result") or {}
+    if fleet:
+        create, ratios, inc = fleet["create"], fleet["ratios"], fleet["incremental"]
+        line = ("Fleet of %d VMs on hv1..hv3: one vm_fleet task creates it in %.2f s, a loop of "
+                "vm tasks takes %.1fx that (CPU %.1fx)" % (
+                    fleet["settings"]["vms"], create["fleet"]["wall"], ratios["vm_loop_wall"],
+                    ratios["vm_loop_cpu"]))
+        if "peer_loop_wall" in ratios:
+            line += ", a loop of community.libvirt.virt define %.1fx (CPU %.1fx)" % (
+                ratios["peer_loop_wall"], ratios["peer_loop_cpu"])
+        line += "; no-change run %.2f s above an empty play (%.2f s)" % (
+            inc["above_empty"], inc["empty"]["wall"])
+        vs = fleet.get("vsphere")
+        if vs:
+            line += ("; %d vSphere VMs: created in %.1f s, no-change full run %.2f s above empty"
+                     % (vs["vms"], vs["create"]["wall"], vs["full"]["above_empty"]))
+        lines.append(line)
     fleets = (records.get("failover") or {}).get("result") or {}
     for row in fleets.get("rows") or []:
         bound, ours = row["bound"]["memory_mb"], row["ours"]["settled"]
@@ -265,7 +287,7 @@ def main(argv=None):
             if args.only and name not in args.only:
                 continue
             arguments = list(quick if args.quick else full)
-            if name in ("tasks", "inventory"):
+            if name in ("tasks", "inventory", "fleet"):
                 arguments += ["--lab-dir", os.path.abspath(args.lab_dir)]
             print("bench %s ..." % name, end=" ", file=sys.stderr, flush=True)
             records[name] = run_bench(script, arguments, workdir)

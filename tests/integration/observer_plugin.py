@@ -1,8 +1,9 @@
 """Observer plugin for the fault tests: one JSON line per provider attempt.
 
 Loaded by the modules through ``RESILIENT_VIRT_PLUGINS=observer_plugin`` (with this directory on
-``PYTHONPATH``); it appends to the file named by :data:`ATTEMPTS_ENV`, so the tests count the
-attempts that reached for the provider without asking the circuit breaker. With
+``PYTHONPATH``); it appends to the file named by :data:`ATTEMPTS_ENV` (provider, operation, VM
+name when there is one), so the tests count the attempts that reached for the provider without
+asking the circuit breaker. With
 :data:`OUTCOMES_ENV` set it also appends every attempt's outcome (``ok``, ``error``, ``timeout``)
 to that file: an attempt whose look-before-retry found the work done is an ``ok`` outcome with
 no line in the attempts file.
@@ -26,10 +27,12 @@ def _append(path, record):
 
 
 @hookimpl
-def resilient_virt_before_call(provider, operation):
+def resilient_virt_before_call(provider, operation, arguments):
     path = os.environ.get(ATTEMPTS_ENV)
     if path:
-        _append(path, {"provider": provider.key, "operation": operation, "pid": os.getpid()})
+        name = arguments.get("name") or (arguments.get("spec") or {}).get("name")
+        _append(path, {"provider": provider.key, "operation": operation, "name": name,
+                       "pid": os.getpid()})
 
 
 @hookimpl

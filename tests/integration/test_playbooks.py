@@ -1,4 +1,4 @@
-"""The playbooks the README shows (the demo and the failover tour) run cleanly against the lab."""
+"""The playbooks the README shows (the demo, the failover tour and the fleet) run cleanly against the lab."""
 import os
 import subprocess
 
@@ -31,5 +31,17 @@ def test_failover_playbook(lab, tmp_path):
     run = _play(lab, tmp_path, "failover.yml")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert "VMs covered" in run.stdout and '"complete": true' in run.stdout
+    recap = _recap(run.stdout)
+    assert recap and all("failed=0" in line for line in recap), recap
+
+
+def test_fleet_playbook(lab, tmp_path):
+    run = _play(lab, tmp_path, "fleet.yml")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert '"created": 16' in run.stdout
+    assert "second run changed nothing: 16 VMs unchanged" in run.stdout
+    assert '"fleet-hv1-1: updated"' in run.stdout and '"fleet-vcsim-2: updated"' in run.stdout
+    assert "pruned: fleet-hv1-3, fleet-hv2-3, fleet-hv3-3, fleet-vcsim-3" in run.stdout
+    assert "12 VMs removed" in run.stdout
     recap = _recap(run.stdout)
     assert recap and all("failed=0" in line for line in recap), recap

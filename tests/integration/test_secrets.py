@@ -21,7 +21,7 @@ import pytest
 
 from playbook_runner import play, run_playbook
 
-MODULES = ("vm", "vm_info", "provider", "circuit_breaker", "failover_reservation")
+MODULES = ("vm", "vm_info", "provider", "circuit_breaker", "failover_reservation", "vm_fleet")
 
 
 def _secret(kind):
@@ -77,6 +77,7 @@ def test_argument_errors_of_every_module_show_no_secret(lab, tmp_path, secrets):
         _task("circuit_breaker", "circuit_breaker", state="bogus"),
         _task("failover_reservation", "failover_reservation", requirements={"*": 1},
               max_vms_to_process="many"),
+        _task("vm_fleet", "vm_fleet", owner="sec", vms=[], max_attempts="many"),
     ]
     defaults = {"providers": _catalog(lab), "state_store": "redis://:{{ redis }}@127.0.0.1:1/0"}
     human, run = _run_both(tmp_path, [play(tasks, module_defaults=defaults)], secrets)
@@ -101,6 +102,9 @@ def test_errors_after_the_arguments_show_no_secret(lab, tmp_path, secrets):
         _task("circuit_breaker", "circuit_breaker", provider="vc", state="open"),
         _task("failover_reservation", "failover_reservation", provider="kvm",
               requirements={"*": 1}),
+        _task("vm_fleet", "vm_fleet", owner="sec", vms=[
+            {"name": "x", "provider": "vc", "vcpus": 1, "memory_mb": 64},
+            {"name": "x", "provider": "kvm", "vcpus": 1, "memory_mb": 64}]),
         _task("vm_info", "unknown secret option", provider={
             "type": "libvirt", "uri": "test:///default", "api_token": "{{ token }}"}),
         _task("vm_info", "credentials in the host", provider={
@@ -120,7 +124,8 @@ def test_errors_after_the_arguments_show_no_secret(lab, tmp_path, secrets):
     human, run = _run_both(tmp_path, plays, secrets, env=environ)
     _assert_hidden(secrets, human.output, run.output)
     expected = {"vm": "Unavailable", "vm_info": "Unavailable", "provider": "Unavailable",
-                "failover_reservation": "Unavailable", "unknown secret option": "InvalidSpec",
+                "failover_reservation": "Unavailable", "vm_fleet": "Unavailable",
+                "unknown secret option": "InvalidSpec",
                 "credentials in the host": "InvalidSpec", "store unreachable": "Unavailable",
                 "store from the environment unreachable": "Unavailable"}
     for title, kind in expected.items():
@@ -160,12 +165,18 @@ def test_a_successful_play_shows_no_secret(lab, vsphere, start_redis, tmp_path, 
         _task("failover_reservation", "failover_reservation absent", state="absent",
               creator=name),
         _task("vm", "vm absent", provider="hv1", name=name, state="absent"),
+        _task("vm_fleet", "vm_fleet", owner=name, vms=[
+            {"name": name + "-f", "provider": "hv1", "vcpus": 1, "memory_mb": 64},
+            {"name": name + "-f", "provider": "vcsim", "vcpus": 1, "memory_mb": 64}]),
+        _task("vm_fleet", "vm_fleet prune", owner=name, vms=[], prune=True, max_prune="100%"),
     ]
     defaults = {"providers": dict((k, v) for k, v in catalog.items() if k != "kvm"),
                 "state_store": "redis://:{{ redis }}@127.0.0.1:%d/0" % server.port}
     human, run = _run_both(tmp_path, [play(tasks, module_defaults=defaults)], all_secrets)
     for task in run.tasks:
         assert not task.failed, task
+    assert run.task("vm_fleet")["summary"]["created"] == 2
+    assert run.task("vm_fleet prune")["summary"]["pruned"] == 2
     assert "provider.protocol is http" in human.output  # the simulator's warning is shown...
     _assert_hidden(all_secrets, human.output, run.output)  # ...without its password
     _assert_hidden(all_secrets, server.keys_and_values())

@@ -1,9 +1,12 @@
-"""Break the failover planner on purpose, one way at a time, and show that the tests notice.
+"""Break the failover planner and the fleet reconciler on purpose, one way at a time, and show
+that the tests notice.
 
 Each mutant is a small edit of the code: drop a VM from an evacuation, let a slot land on the
-VM's own host, ignore a zone, a trait or the free capacity... For each one the tree is copied,
-the edit applied to the copy and the failover unit tests run there; a mutant the tests do not
-fail on is a hole in the proof, and the run exits 1. An edit whose original text is no longer in
+VM's own host, ignore a zone, a trait or the free capacity, retry a fleet's VM before its
+backoff, prune a VM without the owner's marker... For each one the tree is copied, the edit
+applied to the copy and the unit tests of the edited package run there
+(``tests/unit/module_utils/<package>``); a mutant the tests do not fail on is a hole in the
+proof, and the run exits 1. An edit whose original text is no longer in
 the code fails too (the code moved: update the mutant).
 
     python3 tests/mutation/run.py [--only NAME]
@@ -18,7 +21,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAILOVER = "plugins/module_utils/_failover/"
-TESTS = "tests/unit/module_utils/_failover"
+FLEET = "plugins/module_utils/_fleet/"
 
 # name: (file, original text, mutated text, what it breaks)
 MUTANTS = {
@@ -99,6 +102,46 @@ MUTANTS = {
         "        if count > best and _compile(pattern).match(flavor):",
         "        if (best == 0 or count < best) and _compile(pattern).match(flavor):",
         "the lowest, not the highest, matching requirement decides a flavor's slots"),
+    "fleet-reads-unchanged-vms": (
+        FLEET + "status.py",
+        'return Decision(VERIFY, 1, "full run") if full else Decision(UNCHANGED, None, "in sync")',
+        'return Decision(VERIFY, 1, "full run")',
+        "an incremental run reads (and may change) VMs whose spec and status did not change"),
+    "fleet-backoff-ignored": (
+        FLEET + "status.py",
+        "    if retry_at is not None and now < retry_at:\n",
+        "    if False:\n",
+        "a failed VM is retried before its backoff has passed"),
+    "fleet-terminal-retried": (
+        FLEET + "status.py",
+        "    terminal = err.type in TERMINAL_ERRORS\n",
+        "    terminal = False\n",
+        "a VM that only a spec change can fix is retried with the same spec"),
+    "fleet-max-attempts-ignored": (
+        FLEET + "status.py",
+        "    if backoff is not None and attempts >= backoff.max_attempts:\n",
+        "    if False:\n",
+        "a VM is retried forever, past max_attempts"),
+    "fleet-prune-ignores-owner": (
+        FLEET + "prune.py",
+        "            if not owned(vm, owner):\n                continue\n",
+        "",
+        "prune deletes VMs without this owner's marker"),
+    "fleet-prune-limit-ignored": (
+        FLEET + "prune.py",
+        "    if len(prune) <= allowed:\n",
+        "    if True:\n",
+        "prune deletes more VMs than max_prune allows"),
+    "fleet-status-not-written": (
+        FLEET + "reconciler.py",
+        "                self._write(done)\n",
+        "                pass\n",
+        "the statuses of a round are not written"),
+    "fleet-no-second-pass": (
+        FLEET + "reconciler.py",
+        "            self._rounds(_interleave(again), executor, outcomes)\n",
+        "",
+        "VMs refused while a breaker's probe was in flight are left deferred"),
 }
 
 
@@ -112,11 +155,16 @@ def _copy_tree(target):
             shutil.copy2(source, os.path.join(target, name))
 
 
-def _run_tests(tree, workdir, name):
+def _tests_of(path):
+    """The unit tests of the package of ``path`` (plugins/module_utils/<package>/...)."""
+    return "tests/unit/module_utils/" + path.split("/")[2]
+
+
+def _run_tests(tree, workdir, name, tests):
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     env.pop("ANSIBLE_COLLECTIONS_PATH", None)
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:randomly",
-                           "--basetemp", os.path.join(workdir, name + "-tmp"), TESTS],
+                           "--basetemp", os.path.join(workdir, name + "-tmp")] + list(tests),
                           cwd=tree, capture_output=True, text=True, env=env, timeout=900,
                           check=False)
 
@@ -125,7 +173,8 @@ def run_baseline(workdir):
     """The unmutated copy must pass, or no mutant's failure means anything."""
     tree = os.path.join(workdir, "baseline")
     _copy_tree(tree)
-    proc = _run_tests(tree, workdir, "baseline")
+    tests = sorted(set(_tests_of(mutant[0]) for mutant in MUTANTS.values()))
+    proc = _run_tests(tree, workdir, "baseline", tests)
     return proc.returncode == 0, proc.stdout.strip().splitlines()[-1:]
 
 
@@ -139,9 +188,9 @@ def run_mutant(name, workdir):
         return "stale", "the original text is not in %s once: the code moved, update the mutant" % path
     with open(os.path.join(tree, path), "w") as handle:
         handle.write(text.replace(original, mutated))
-    proc = _run_tests(tree, workdir, name)
+    proc = _run_tests(tree, workdir, name, [_tests_of(path)])
     if proc.returncode == 0:
-        return "survived", "the failover tests all pass with this mutant"
+        return "survived", "the tests of %s all pass with this mutant" % _tests_of(path)
     failed = [line[len("FAILED "):].split(" - ")[0] for line in proc.stdout.splitlines()
               if line.startswith("FAILED ")]
     return "killed", failed[0].split("::", 1)[-1] if failed else proc.stdout.strip().splitlines()[-1]
@@ -159,7 +208,7 @@ def main(argv=None):
     try:
         passed, last = run_baseline(workdir)
         if not passed:
-            print("the failover tests fail on the unmutated copy: %s" % " ".join(last))
+            print("the tests fail on the unmutated copy: %s" % " ".join(last))
             return 1
         for name in names:
             outcome, detail = run_mutant(name, workdir)

@@ -38,6 +38,9 @@ class Fleet:
         With ``check_hosts``, a VM whose host is not one of ``hypervisors`` is an error: it could
         be neither protected nor counted on its host.
         """
+        if vms is None:
+            raise field_error("vms", "is required with hypervisors: list the VMs (an empty list "
+                              "when there are none)")
         fleet = cls(
             [Hypervisor.from_dict(item, "hypervisors[%d]" % index) for index, item in enumerate(hypervisors)],
             [VM.from_dict(item, "vms[%d]" % index) for index, item in enumerate(vms)],

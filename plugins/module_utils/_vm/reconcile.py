@@ -19,9 +19,10 @@ SPEC_FIELDS = ("vcpus", "memory_mb", "disks", "interfaces", "boot", "metadata", 
 RECONFIGURABLE = ("vcpus", "memory_mb")
 DIFF_FIELDS = ("state", "vcpus", "memory_mb")
 MAX_REPLANS = 3
+UNREAD = object()  # ``current`` not given: reconcile reads the VM itself
 
 
-def _view(vm):
+def diff_view(vm):
     """The part of a VM that the diff shows."""
     if vm is None:
         return {"state": "absent"}
@@ -68,7 +69,7 @@ def plan(current, state, spec):
 
 def predict(current, actions, spec):
     """The VM view after ``actions``, for check mode and diff."""
-    after = dict(_view(current))
+    after = dict(diff_view(current))
     for verb, arguments in actions:
         if verb == "delete":
             return {"state": "absent"}
@@ -90,12 +91,16 @@ def describe_or_none(provider, name):
         return None
 
 
-def reconcile(provider, name, state, spec, check_mode=False, force=False, shutdown_timeout=None):
-    """Plan and (unless ``check_mode``) apply; returns changed, actions, vm, before, after."""
+def reconcile(provider, name, state, spec, check_mode=False, force=False, shutdown_timeout=None,
+              current=UNREAD):
+    """Plan and (unless ``check_mode``) apply; returns changed, actions, vm, before, after.
+
+    ``current`` is the VM as just read (None: absent) when the caller has it already."""
     spec = dict((field, spec.get(field)) for field in SPEC_FIELDS if spec.get(field) is not None)
-    current = describe_or_none(provider, name)
+    if current is UNREAD:
+        current = describe_or_none(provider, name)
     actions = plan(current, state, spec)
-    result = dict(changed=bool(actions), actions=[verb for verb, changes in actions], before=_view(current))
+    result = dict(changed=bool(actions), actions=[verb for verb, changes in actions], before=diff_view(current))
     if check_mode or not actions:
         result["after"] = predict(current, actions, spec)
         result["vm"] = current
@@ -106,7 +111,7 @@ def reconcile(provider, name, state, spec, check_mode=False, force=False, shutdo
     result["changed"] = bool(done)
     result["actions"] = done
     result["vm"] = vm
-    result["after"] = _view(vm)
+    result["after"] = diff_view(vm)
     if vm is not None and any(vm.get(field) != spec[field] for field in RECONFIGURABLE if field in spec):
         result["restart_required"] = True
     return result
@@ -122,7 +127,7 @@ def _converge(provider, name, state, spec, current, actions, force, shutdown_tim
     for _round in range(MAX_REPLANS):
         try:
             for verb, arguments in actions:
-                before = _view(vm)
+                before = diff_view(vm)
                 vm = _apply(provider, name, verb, arguments, spec, force, shutdown_timeout)
                 if vm is None or vm.pop("changed", True):  # False: found done by someone else
                     done.append(verb)
@@ -130,7 +135,7 @@ def _converge(provider, name, state, spec, current, actions, force, shutdown_tim
         except (Conflict, NotFound) as err:
             err.operation = verb
             vm = describe_or_none(provider, name)
-            if _view(vm) == before:  # nobody else moved it: a real conflict
+            if diff_view(vm) == before:  # nobody else moved it: a real conflict
                 raise
             actions = plan(vm, state, spec)
         except VirtError as err:

@@ -24,12 +24,13 @@ from ansible.module_utils.testing import patch_module_args
 from ansible_collections.resilient.virt.plugins.module_utils import errors
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import COMMON_OPTIONS
 from ansible_collections.resilient.virt.plugins.modules import (
-    circuit_breaker, failover_reservation, provider, vm, vm_info)
+    circuit_breaker, failover_reservation, provider, vm, vm_fleet, vm_info)
 
 MODULES = {
     "vm": vm.VmModule, "vm_info": vm_info.VmInfoModule, "provider": provider.ProviderModule,
     "circuit_breaker": circuit_breaker.CircuitBreakerModule,
     "failover_reservation": failover_reservation.FailoverReservationModule,
+    "vm_fleet": vm_fleet.VmFleetModule,
 }
 TAXONOMY = {name for name in errors.__all__ if isinstance(getattr(errors, name), type)
             and issubclass(getattr(errors, name), errors.VirtError)} - {"VirtError", "Retryable",
@@ -78,6 +79,8 @@ VALID = {  # a working call of each module, for fuzzing one field at a time
     "provider": {"provider": GOOD_PROVIDER},
     "circuit_breaker": {},
     "failover_reservation": dict(FLEET, requirements={"*": 1}),
+    "vm_fleet": {"provider": GOOD_PROVIDER, "owner": "fuzz",
+                 "vms": [{"name": "fuzz-fleet", "vcpus": 1, "memory_mb": 64}]},
 }
 
 
@@ -159,6 +162,12 @@ def test_any_arguments_end_in_success_or_a_typed_error(name, store_url):
     ("vm_info", {"provider": 1, "providers": {1: GOOD_PROVIDER, "b": GOOD_PROVIDER}}),
     ("failover_reservation", {"requirements": {"*": 1}, "max_vms_to_process": -3,
                               "hypervisors": [], "vms": []}),
+    ("failover_reservation", {"requirements": {"*": 1}, "hypervisors": [], "vms": None}),
+    ("vm_fleet", {"provider": GOOD_PROVIDER, "owner": "a|b", "vms": []}),
+    ("vm_fleet", {"provider": GOOD_PROVIDER, "owner": "o", "vms": [{"name": "x", "vcpu": 1}]}),
+    ("vm_fleet", {"provider": GOOD_PROVIDER, "owner": "o", "vms": [], "max_prune": "200%"}),
+    ("vm_fleet", {"provider": GOOD_PROVIDER, "owner": "o", "vms": [], "round_size": 0}),
+    ("vm_fleet", {"provider": GOOD_PROVIDER, "owner": "o", "vms": [], "backoff_min": "2h"}),
 ])
 def test_known_bad_inputs_are_invalid_spec(name, args, store_url):
     result, printed = run_module(MODULES[name], dict(args, state_store=store_url))

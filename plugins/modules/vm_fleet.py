@@ -1,0 +1,342 @@
+#!/usr/bin/python
+# Copyright: resilient.virt contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+DOCUMENTATION = r"""
+module: vm_fleet
+short_description: Bring a whole fleet of VMs to its desired state in one task, with per-VM status across runs
+version_added: 0.2.0
+description:
+  - Reconciles every VM of O(vms), on any number of providers, in one task; VMs are worked on in
+    parallel, at most O(concurrency) at once and O(provider_concurrency) on one provider, every
+    call through the provider's retries, rate limit, circuit breaker and time limits.
+  - Remembers each VM's status in the state store (keyed by O(owner) and VM) - the hash of the
+    spec it was reconciled for, done or error, the attempts, the last error and the next retry
+    time. An incremental run (the default) does not touch a VM whose spec did not change and whose
+    last reconcile succeeded; a full run (O(full), or once O(full_interval) has passed) reads every
+    VM, reports drift as out of sync, and fixes it.
+  - A VM whose reconcile failed is retried in a later run after its own exponential backoff
+    (O(backoff_min) doubling up to O(backoff_max)), at most O(max_attempts) times in a row; errors
+    that cannot pass with the same spec (InvalidSpec, Unauthorized, NotSupported, QuotaExceeded,
+    Conflict) wait for a spec change. Until then the VM is reported deferred. O(retry_now) retries
+    them all at once. A provider whose circuit breaker is open defers its VMs (BreakerOpen) while
+    the others proceed.
+  - Every VM it creates carries the marker O(owner) (metadata C(resilient_virt_owner)). With
+    O(prune), VMs with this marker that are no longer listed are deleted, at most O(max_prune);
+    a VM without the marker is never pruned.
+  - Work is done in rounds of O(round_size) VMs, and the statuses of a round are written as soon
+    as it ends, so a killed task loses at most one round of status; a VM is always read before
+    it is created, so nothing is created twice.
+  - Check mode returns the full plan (reads only); C(--diff) shows the VMs before and after.
+  - For each VM the same rules as M(resilient.virt.vm) apply (the same spec fields, the same
+    look-before-retry); vCPUs, memory and power state are reconciled on existing VMs, the other
+    fields apply when a VM is created.
+author:
+  - resilient.virt developers (!UNKNOWN)
+options:
+  vms:
+    description:
+      - The desired VMs. Each is a dict with the options of M(resilient.virt.vm) that describe a
+        VM - C(name) (required), C(provider) (a name of O(providers) or a dict; default
+        O(provider)), C(state) (V(present), V(running), V(stopped) or V(absent); default
+        V(present)), C(vcpus), C(memory_mb), C(disks), C(interfaces), C(boot), C(metadata) and
+        C(tags).
+      - Checked as a whole before anything is contacted; every problem is reported by its path,
+        such as C(vms[3].memory_mb). A VM (provider and name) may be listed once.
+    type: list
+    elements: dict
+    required: true
+  owner:
+    description:
+      - Names this fleet. Written on every VM it creates (metadata C(resilient_virt_owner)) and
+        keys the statuses in the state store; 1 to 63 letters, digits, C(.), C(_) or C(-).
+      - A listed VM that carries another owner's marker fails with Conflict; a listed VM without
+        a marker (created elsewhere) is managed, but never pruned.
+    type: str
+    required: true
+  prune:
+    description:
+      - Delete the VMs of this owner that are no longer listed, on the providers the list names and
+        on those where this owner's VMs were recorded (when still named in O(providers)).
+    type: bool
+    default: false
+  max_prune:
+    description:
+      - The most VMs a prune may delete, as a count (V(5)) or a percentage of this owner's VMs
+        found (V(10%), rounded down). More candidates than that fails the task before anything
+        is changed, naming them.
+    type: raw
+    default: 10%
+  full:
+    description: Read every VM, report drift (out of sync) and fix it, whatever the statuses say.
+    type: bool
+    default: false
+  full_interval:
+    description:
+      - Make a run full when the last full run of this owner is older than this (seconds, or
+        C(30m), C(1h)); V(0) never does.
+    type: raw
+    default: 1h
+  retry_now:
+    description: Retry the failed VMs now, ignoring their backoff, their attempt count and terminal errors.
+    type: bool
+    default: false
+  backoff_min:
+    description: Wait after a VM's first failure before a later run retries it (seconds, or C(30s), C(5m)).
+    type: raw
+    default: 30s
+  backoff_max:
+    description: The longest wait between two retries of a VM; the wait doubles after each failure up to this.
+    type: raw
+    default: 1h
+  max_attempts:
+    description:
+      - Failed attempts in a row (across runs) after which a VM waits for a spec change or
+        O(retry_now). The per-VM result says the attempt number and whether it was the last.
+    type: int
+    default: 5
+  concurrency:
+    description: VMs worked on at the same time, over all providers.
+    type: int
+    default: 16
+  provider_concurrency:
+    description: VMs worked on at the same time on one provider (each with its own connection).
+    type: int
+    default: 4
+  round_size:
+    description: VMs per round; the statuses of a round are written when it ends.
+    type: int
+    default: 50
+  fail_on_error:
+    description:
+      - Fail the task when any VM failed (the result still has every VM). With V(false) the task
+        succeeds, C(summary.failed) counts the failures and a warning names them.
+    type: bool
+    default: true
+  force:
+    description: Power a VM off when its graceful shutdown does not finish within O(shutdown_timeout).
+    type: bool
+    default: false
+  shutdown_timeout:
+    description: How long a shutdown waits for the guest (seconds, or C(30s), C(2m)).
+    type: raw
+    default: 60s
+extends_documentation_fragment:
+  - resilient.virt.attributes
+  - resilient.virt.provider
+  - resilient.virt.resilience
+attributes:
+  check_mode:
+    description:
+      - Reads the VMs and returns the plan for each, with the predicted summary; nothing is changed or recorded.
+  diff_mode:
+    description: Shows state, vCPUs and memory of every VM that changes, before and after.
+notes:
+  - Unlike a C(loop) over M(resilient.virt.vm), the whole fleet is one task and one process, its
+    VMs are worked on in parallel, and what failed is remembered and retried with backoff by
+    later runs. See the collection's docs/fleet.md.
+seealso:
+  - module: resilient.virt.vm
+  - module: resilient.virt.vm_info
+"""
+
+EXAMPLES = r"""
+- name: Web VMs on two libvirt hosts and vCenter, running
+  resilient.virt.vm_fleet:
+    owner: web
+    providers:
+      kvm1: {type: libvirt, uri: "qemu+ssh://root@kvm1/system"}
+      kvm2: {type: libvirt, uri: "qemu+ssh://root@kvm2/system"}
+      vc: {type: vsphere, host: vcenter.example.com, username: automation, password: "{{ vc_password }}"}
+    vms:
+      - {name: web1, provider: kvm1, vcpus: 1, memory_mb: 1024, state: running}
+      - {name: web2, provider: kvm2, vcpus: 1, memory_mb: 1024, state: running}
+      - {name: web3, provider: vc, vcpus: 2, memory_mb: 2048, state: running, tags: [web]}
+
+- name: Keep exactly the listed VMs of the "ci" fleet, deleting at most 3 others
+  resilient.virt.vm_fleet:
+    owner: ci
+    provider: {type: libvirt, uri: "qemu:///system"}
+    vms:
+      - {name: ci-runner-1, vcpus: 2, memory_mb: 2048, state: running}
+      - {name: ci-runner-2, vcpus: 2, memory_mb: 2048, state: running}
+    prune: true
+    max_prune: 3
+
+- name: Nightly, read every VM and fix drift, and retry what failed
+  resilient.virt.vm_fleet:
+    owner: web
+    providers: "{{ my_providers }}"
+    vms: "{{ web_vms }}"
+    full: true
+    retry_now: true
+    fail_on_error: false
+  register: fleet
+
+- name: Show the VMs that are not where they should be
+  ansible.builtin.debug:
+    msg: "{{ fleet.vms | selectattr('outcome', 'in', ['failed', 'deferred']) | map(attribute='name') }}"
+"""
+
+RETURN = r"""
+summary:
+  description: How many VMs had each outcome, how many drifted, and how many there were.
+  returned: always
+  type: dict
+  contains:
+    created:
+      description: VMs created.
+      type: int
+    updated:
+      description: VMs whose vCPUs or memory were changed.
+      type: int
+    started:
+      description: VMs started (or rebooted).
+      type: int
+    stopped:
+      description: VMs stopped.
+      type: int
+    deleted:
+      description: Listed VMs with C(state=absent) that were deleted.
+      type: int
+    pruned:
+      description: VMs of this owner deleted because they are no longer listed.
+      type: int
+    unchanged:
+      description: VMs left as they were (in sync, or not looked at in an incremental run).
+      type: int
+    failed:
+      description: VMs whose reconcile failed in this run.
+      type: int
+    deferred:
+      description: VMs not attempted - backing off, waiting for a spec change, or their provider's breaker open.
+      type: int
+    out_of_sync:
+      description: VMs a full run found drifted from their last reconciled state (and fixed, unless they failed).
+      type: int
+    total:
+      description: VMs in this result (listed and pruned).
+      type: int
+  sample: {created: 3, updated: 0, started: 0, stopped: 0, deleted: 0, pruned: 1, unchanged: 56,
+           failed: 0, deferred: 0, out_of_sync: 0, total: 60}
+full:
+  description: True when this run read every VM (O(full), or O(full_interval) had passed).
+  returned: always
+  type: bool
+vms:
+  description: One entry per listed VM, in list order, then the pruned VMs.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: VM name.
+      type: str
+    provider:
+      description: The provider's key, such as C(libvirt:kvm1).
+      type: str
+    state:
+      description: The desired state (V(absent) for a pruned VM).
+      type: str
+    outcome:
+      description:
+        - V(created), V(updated), V(started), V(stopped), V(deleted), V(pruned), V(unchanged), V(failed) or
+          V(deferred).
+      type: str
+    actions:
+      description: What was done (or, in check mode, would be), such as V([create, start]).
+      type: list
+      elements: str
+    reason:
+      description: Why the VM was looked at or not (V(new), V(spec changed), V(in sync), V(full run), a backoff...).
+      type: str
+    out_of_sync:
+      description: True when a full run found the VM drifted.
+      type: bool
+    status:
+      description:
+        - The recorded status - V(done), V(error), or V(pending) (not reconciled yet; in check mode, would
+          change).
+      type: str
+    attempt:
+      description: The attempt number for this spec (1 for the first), or null when none was made.
+      type: int
+    last_attempt:
+      description: True when this failure was the last attempt allowed by O(max_attempts) or a terminal error.
+      type: bool
+    error:
+      description:
+        - The error of this run's attempt, or of the last attempt for a deferred VM (C(type), C(message)...), or
+          null.
+      type: dict
+    next_retry_at:
+      description: When a later run retries the VM (RFC 3339 UTC), or null.
+      type: str
+    updated_at:
+      description: When the status was last written (RFC 3339 UTC), or null.
+      type: str
+    restart_required:
+      description: True when a vCPU or memory change takes effect only after the VM restarts.
+      type: bool
+    vm:
+      description:
+        - The VM as last seen (C(state), C(vcpus), C(memory_mb), C(hypervisor), C(uuid)), or null when absent or
+          never seen.
+      type: dict
+    conditions:
+      description:
+        - C(Ready) V(True)/C(VMReady) when the VM is in its desired state; V(False) with
+          C(ProviderError), C(ValidationError), C(Deferred) or, in check mode, C(Pending).
+      type: list
+      elements: dict
+diff:
+  description: With C(--diff), state, vCPUs and memory of every VM that changed, keyed by C(provider/name).
+  returned: when diff mode is on and something changed
+  type: dict
+error:
+  description:
+    - On failure, the error's C(type) (that of the first failed VM, or V(InvalidSpec) for a bad
+      list or a refused prune), C(message) and C(details) (C(details.failed) lists the failed VMs).
+  returned: failure
+  type: dict
+"""
+
+from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
+
+
+class VmFleetModule(ResilientModule):
+    argument_spec = dict(
+        vms=dict(type="list", elements="dict", required=True),
+        owner=dict(type="str", required=True),
+        prune=dict(type="bool", default=False),
+        max_prune=dict(type="raw", default="10%"),
+        full=dict(type="bool", default=False),
+        full_interval=dict(type="raw", default="1h"),
+        retry_now=dict(type="bool", default=False),
+        backoff_min=dict(type="raw", default="30s"),
+        backoff_max=dict(type="raw", default="1h"),
+        max_attempts=dict(type="int", default=5),
+        concurrency=dict(type="int", default=16),
+        provider_concurrency=dict(type="int", default=4),
+        round_size=dict(type="int", default=50),
+        fail_on_error=dict(type="bool", default=True),
+        force=dict(type="bool", default=False),
+        shutdown_timeout=dict(type="raw", default="60s"),
+    )
+
+    def run(self):
+        from ansible_collections.resilient.virt.plugins.module_utils._fleet.run import run_fleet
+
+        result, err = run_fleet(self, self.params, self.check_mode, self.diff_mode)
+        if err is not None:
+            err.result = result
+            raise err
+        return result
+
+
+def main():
+    VmFleetModule.main()
+
+
+if __name__ == "__main__":
+    main()
