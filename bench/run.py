@@ -5,9 +5,12 @@ Runs, one after the other, each in its own process:
 * ``bench_core.py``: guarded call on SQLite and Redis, import time of the core;
 * ``bench_failover.py``: failover plans against the lower bound, today's planner and a greedy;
 * ``bench_vsphere.py``: vsphere provider against plain pyVmomi on the simulator it starts;
-* ``bench_tasks.py``: real Ansible tasks against the lab (``--lab-dir``) next to
-  community.libvirt and ansible.builtin.ping, and a hypervisor outage with and without the
-  circuit breaker;
+* ``bench_tasks.py``: real Ansible tasks against the lab (``--lab-dir``), in-process (the
+  default) and through the module path (``RESILIENT_VIRT_IN_PROCESS=false``), next to
+  community.libvirt, ansible.builtin.ping and ansible.builtin.debug (the floor); the one-time
+  load of the collection by the first task of a playbook; a hypervisor outage with and without
+  the circuit breaker; failover_reservation on fleets of 1,000 and 10,000 VMs given as
+  variables, end to end and next to Ansible's own cost of loading and templating them;
 * ``bench_inventory.py``: ``ansible-inventory`` with the hypervisors inventory plugin next to
   community.vmware's and community.libvirt's, on a large simulator and the lab;
 * ``bench_fleet.py``: one vm_fleet task creating a fleet on the lab next to loops of
@@ -47,8 +50,8 @@ BENCHES = (
      [], ["--quick"]),
     ("vsphere", "vSphere provider vs pyVmomi on the simulator", "bench_vsphere.py",
      [], ["--vms", "10", "--rounds", "10"]),
-    ("tasks", "Ansible tasks vs community.libvirt and ping; outage with and without breaker",
-     "bench_tasks.py", [], ["--quick"]),
+    ("tasks", "Ansible tasks, in-process and module path, vs community.libvirt, ping and debug; "
+     "outage with and without breaker; failover at fleet size", "bench_tasks.py", [], ["--quick"]),
     ("inventory", "Inventory plugin vs community.vmware and community.libvirt",
      "bench_inventory.py", [], ["--quick"]),
     ("fleet", "Fleet reconcile: one vm_fleet task vs loops of tasks", "bench_fleet.py",
@@ -140,36 +143,52 @@ def targets(records):
     return rows
 
 
-def headlines(records):
-    """A few ratios and scaling figures drawn from the benches' results."""
+def _task_headlines(tasks):
+    """The tasks bench: in-process vs module path vs community.libvirt vs debug, the first task,
+    the import of the module path's code, scaling, outage and failover at fleet size."""
     lines = []
-    tasks = (records.get("tasks") or {}).get("result") or {}
-    per_task = tasks.get("per_task") or {}
-    for label, ours, peer in (("describe", "ours_describe", "peer_describe"),
-                              ("list", "ours_list", "peer_list"),
-                              ("no-change state=running", "ours_running", "peer_running")):
-        if ours in per_task and peer in per_task and "ping" in per_task:
-            cpu = tasks["per_task_cpu"]
-            lines.append("Task, %s: CPU %.3f s, %.2fx community.libvirt.virt (wall %.2fx), "
-                         "%.2fx ping" % (label, cpu[ours], cpu[ours] / cpu[peer],
-                                         per_task[ours] / per_task[peer], cpu[ours] / cpu["ping"]))
+    wall, cpu = tasks.get("per_task") or {}, tasks.get("per_task_cpu") or {}
+    m_wall, m_cpu = tasks.get("marginal") or {}, tasks.get("marginal_cpu") or {}
+    for label, key in (("describe", "describe"), ("list", "list"),
+                       ("no-change state=running", "running")):
+        ours, module, peer = "ours_" + key, "module_" + key, "peer_" + key
+        if ours not in m_wall or "debug" not in m_wall:
+            continue
+        line = ("Task, %s, in-process: %.3f s wall per task marginal (%.3f amortised), %.2fx "
+                "debug's" % (label, m_wall[ours], wall[ours], m_wall[ours] / m_wall["debug"]))
+        if peer in wall:
+            line += ", %.2fx community.libvirt.virt's wall and %.2fx its CPU" % (
+                m_wall[ours] / wall[peer], m_cpu[ours] / cpu[peer])
+        if module in cpu:
+            line += "; module path: CPU %.3f s per task" % cpu[module]
+            if peer in cpu:
+                line += ", %.2fx community.libvirt.virt (wall %.2fx)" % (
+                    cpu[module] / cpu[peer], wall[module] / wall[peer])
+        lines.append(line)
+    first = tasks.get("first_task") or {}
+    if "ours_describe" in first:
+        line = ("First in-process task of a playbook (loads the collection once per "
+                "ansible-playbook run): %.2f s wall above the empty playbook" % first["ours_describe"])
+        if "debug" in first:
+            line += " (one debug task: %.2f s)" % first["debug"]
+        lines.append(line)
     process = tasks.get("module_process") or {}
-    if "ours_describe" in process:
-        ours = process["ours_describe"]["imports_ms"]
-        line = ("Import of the describe code path: %.1f ms (this collection %.1f, libraries %.1f)"
-                % (ours["code_path"], ours["collection"], ours["libraries"]))
+    if "module_describe" in process:
+        ours = process["module_describe"]["imports_ms"]
+        line = ("Import of the describe code path, module path: %.1f ms (this collection %.1f, "
+                "libraries %.1f)" % (ours["code_path"], ours["collection"], ours["libraries"]))
         if "peer_describe" in process:
             line += ", community.libvirt.virt %.1f ms" % (
                 process["peer_describe"]["imports_ms"]["code_path"])
         lines.append(line)
     scaling = tasks.get("scaling")
-    if scaling and "ours_list" in per_task:
-        cpu, scaled = tasks["per_task_cpu"], scaling["per_task_cpu"]
-        lines.append("Task, list at %d VMs vs %d, CPU: resilient.virt %.2fx, community.libvirt %s"
-                     % (scaling["vms"], tasks["settings"]["vms_on_hypervisor"],
-                        scaled["ours_list"] / cpu["ours_list"],
-                        "%.2fx" % (scaled["peer_list"] / cpu["peer_list"])
-                        if "peer_list" in scaled else "not measured"))
+    if scaling and "ours_list" in cpu:
+        scaled = scaling["per_task_cpu"]
+        growth = ["%s %.2fx" % (name, scaled[case] / cpu[case])
+                  for name, case in (("in-process", "ours_list"), ("module path", "module_list"),
+                                     ("community.libvirt", "peer_list")) if case in scaled]
+        lines.append("Task, list at %d VMs vs %d, CPU (amortised): %s"
+                     % (scaling["vms"], tasks["settings"]["vms_on_hypervisor"], ", ".join(growth)))
     outage = tasks.get("outage")
     if outage:
         on, off = outage["on"], outage["off"]
@@ -180,6 +199,24 @@ def headlines(records):
                         off["seconds"], off["failures_total"], outage["speedup"],
                         off["projected_tasks"], off["projected_seconds"],
                         off["projected_attempts"]))
+    for row in tasks.get("failover") or []:
+        plays = row["plays"]
+        lines.append("failover_reservation task, %d VMs / %d hypervisors given as variables: "
+                     "%.2f s end to end in-process (module path %.2f s); Ansible alone, loading "
+                     "and templating the fleet (set_fact play): %.2f s (empty play with the vars "
+                     "file %.2f s); the task above it: %.2f s in-process, %.2f s module path"
+                     % (row["vms"], row["hypervisors"], plays["ours"]["wall"],
+                        plays["module"]["wall"], plays["set_fact"]["wall"],
+                        plays["empty_vars"]["wall"], row["above_set_fact"]["ours"],
+                        row["above_set_fact"]["module"]))
+    return lines
+
+
+def headlines(records):
+    """A few ratios and scaling figures drawn from the benches' results."""
+    lines = []
+    tasks = (records.get("tasks") or {}).get("result") or {}
+    lines += _task_headlines(tasks)
     inventory = (records.get("inventory") or {}).get("result") or {}
     if inventory:
         vs = inventory["vsphere"]
@@ -194,9 +231,11 @@ def headlines(records):
     if fleet:
         create, ratios, inc = fleet["create"], fleet["ratios"], fleet["incremental"]
         line = ("Fleet of %d VMs on hv1..hv3: one vm_fleet task creates it in %.2f s, a loop of "
-                "vm tasks takes %.1fx that (CPU %.1fx)" % (
-                    fleet["settings"]["vms"], create["fleet"]["wall"], ratios["vm_loop_wall"],
-                    ratios["vm_loop_cpu"]))
+                "vm tasks takes %.1fx that as module processes (CPU %.1fx), %.1fx in the worker "
+                "(CPU %.1fx)" % (
+                    fleet["settings"]["vms"], create["fleet"]["wall"],
+                    ratios["vm_loop_module_wall"], ratios["vm_loop_module_cpu"],
+                    ratios["vm_loop_wall"], ratios["vm_loop_cpu"]))
         if "peer_loop_wall" in ratios:
             line += ", a loop of community.libvirt.virt define %.1fx (CPU %.1fx)" % (
                 ratios["peer_loop_wall"], ratios["peer_loop_cpu"])
@@ -270,7 +309,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lab-dir", default=os.environ.get(
         "RESILIENT_VIRT_LAB_DIR", os.path.join(ROOT, "lab", "run")), help="lab run directory")
-    parser.add_argument("--quick", action="store_true", help="short run (about 3 minutes)")
+    parser.add_argument("--quick", action="store_true", help="short run (about 6 minutes)")
     parser.add_argument("--only", action="append", choices=[b[0] for b in BENCHES],
                         help="run only this bench (repeatable)")
     parser.add_argument("--json", metavar="PATH", help="also write every number as JSON")

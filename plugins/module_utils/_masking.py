@@ -51,11 +51,14 @@ def url_passwords(text):
 def secret_values(value, secret=False):
     """Every secret string inside ``value`` (dicts, lists, strings), each once, longest first."""
     found = set()
+    secret_keys = {}  # key -> is_secret_key(key): fleets repeat the same few keys
 
     def walk(item, under_secret):
         if isinstance(item, dict):
             for key, sub in item.items():
-                walk(sub, under_secret or is_secret_key(key))
+                if key not in secret_keys:
+                    secret_keys[key] = is_secret_key(key)
+                walk(sub, under_secret or secret_keys[key])
         elif isinstance(item, (list, tuple)):
             for sub in item:
                 walk(sub, under_secret)
@@ -63,7 +66,8 @@ def secret_values(value, secret=False):
             text = str(item)
             if under_secret and text:
                 found.add(text)
-            found.update(url_passwords(text))
+            if "@" in text or "=" in text:  # what every pattern of url_passwords needs
+                found.update(url_passwords(text))
 
     walk(value, secret)
     return sorted((text for text in found if len(text) >= MIN_LENGTH),

@@ -32,10 +32,20 @@ COMMON_OPTIONS = dict(
     resilience=dict(type="dict", options=RESILIENCE_OPTIONS),
     provider=dict(type="raw"),
     providers=dict(type="dict"),
+    in_process=dict(type="bool"),  # read by the action plugin; the module itself ignores it
 )
 
 BREAKER_FACT = "resilient_virt_breakers"
+ECHO_LIMIT = 100  # longer lists of the arguments are summed up, not echoed, in ``invocation``
 STORE_ENV = "RESILIENT_VIRT_STATE_STORE"
+
+
+def echo(params):
+    """The arguments as a result's ``invocation`` shows them: a list longer than ECHO_LIMIT (a
+    fleet of VMs) is replaced by how many items it had, so that the result stays bounded."""
+    return dict((key, "(%d items, not echoed)" % len(value)
+                 if isinstance(value, list) and len(value) > ECHO_LIMIT else value)
+                for key, value in params.items())
 
 
 def _drop_unset(options):
@@ -43,14 +53,23 @@ def _drop_unset(options):
 
 
 class _AnsibleModule(AnsibleModule):
-    """AnsibleModule that masks secrets before validation and types its validation failures."""
+    """AnsibleModule that masks secrets before validation and types its validation failures.
+
+    ``environ`` is the environment the task sees; ``record``, when given, receives the
+    formatted result instead of standard output (a task run inside the controller's worker).
+    """
 
     _validated = False
+
+    def __init__(self, environ, record=None, **kwargs):
+        self.environ = environ
+        self._record = record
+        super().__init__(**kwargs)
 
     def _load_params(self):
         super()._load_params()
         self.no_log_values.update(secret_values(self.params))
-        self.no_log_values.update(secret_values(os.environ.get(STORE_ENV)))
+        self.no_log_values.update(secret_values(self.environ.get(STORE_ENV)))
         for name, option in self.argument_spec.items():
             value = self.params.get(name) if isinstance(self.params, dict) else None
             # Ansible itself crashes on a number or a boolean given for options with suboptions
@@ -63,6 +82,12 @@ class _AnsibleModule(AnsibleModule):
             msg = "InvalidSpec: %s" % msg
         super().fail_json(msg, **kwargs)
 
+    def _record_module_result(self, o):  # ansible-core >= 2.19.1 formats results through it
+        if self._record is None:
+            super()._record_module_result(o)
+        else:
+            self._record(o)
+
 
 class ResilientModule:
     """Base class: subclasses set ``argument_spec`` (and maybe ``module_kwargs``) and ``run()``."""
@@ -70,10 +95,12 @@ class ResilientModule:
     argument_spec = {}
     module_kwargs = {}
 
-    def __init__(self):
+    def __init__(self, environ=None, record=None):
         spec = dict(COMMON_OPTIONS)
         spec.update(self.argument_spec)
-        self.ansible = _AnsibleModule(argument_spec=spec, supports_check_mode=True, **self.module_kwargs)
+        self.environ = os.environ if environ is None else environ
+        self.ansible = _AnsibleModule(self.environ, record, argument_spec=spec,
+                                      supports_check_mode=True, **self.module_kwargs)
         self.ansible._validated = True
         self.params = self.ansible.params
         self.check_mode = self.ansible.check_mode
@@ -90,13 +117,15 @@ class ResilientModule:
         if self._store is None:
             from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
-            self._store = open_store(self.params.get("state_store"), timeout=self.settings.store_timeout)
+            self._store = open_store(self.params.get("state_store"), environ=self.environ,
+                                     timeout=self.settings.store_timeout)
         return self._store
 
     @property
     def settings(self):
         if self._settings is None:
-            self._settings = resolve_settings(_drop_unset(self.params.get("resilience")))
+            self._settings = resolve_settings(_drop_unset(self.params.get("resilience")),
+                                              environ=self.environ)
         return self._settings
 
     def provider_config(self, reference=None, field="provider"):
@@ -141,7 +170,8 @@ class ResilientModule:
         """Connect to a provider through the resilience policy; closed when the module exits."""
         from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import open_provider
 
-        provider = open_provider(self.provider_config(reference, field), self.settings, self.store)
+        provider = open_provider(self.provider_config(reference, field), self.settings, self.store,
+                                 environ=self.environ)
         self._providers.append(provider)
         return provider
 
@@ -187,8 +217,10 @@ class ResilientModule:
             self.ansible.warn(warning)
 
     @classmethod
-    def main(cls):
-        module = cls()
+    def main(cls, environ=None, record=None):
+        """Run the task: as a module process (no arguments), or inside the controller's worker
+        with the task's ``environ`` and ``record`` receiving the result; exits either way."""
+        module = cls(environ, record)
         try:
             result = module.run()
         except VirtError as err:
@@ -201,6 +233,7 @@ class ResilientModule:
         for key, value in facts.items():  # facts the module set itself win
             result.setdefault("ansible_facts", {}).setdefault(key, value)
         module._warn()
+        result.setdefault("invocation", {"module_args": echo(module.params)})
         module.ansible.exit_json(**result)
 
     def fail(self, err):
@@ -212,4 +245,5 @@ class ResilientModule:
         if facts:
             result["ansible_facts"] = facts
         self._warn()
+        result.setdefault("invocation", {"module_args": echo(self.params)})
         self.ansible.fail_json(msg="%s: %s" % (err.type, err.message), **result)

@@ -66,6 +66,14 @@ options:
     type: int
     default: 500
     version_added: 0.2.0
+  vm_status:
+    description:
+      - Which VMs RV(vm_status) lists - V(short), those short of their slots (a fleet of
+        thousands of VMs gives a result of the ones that need attention), or V(all).
+    type: str
+    choices: [short, all]
+    default: short
+    version_added: 0.2.0
   all_providers:
     description: List the fleet from every entry of O(providers) instead of O(provider).
     type: bool
@@ -215,7 +223,9 @@ summary:
   returned: when O(state=present)
   type: dict
 vm_status:
-  description: Per VM - uuid, host, az, flavor, required, held, short_by and why it is short.
+  description:
+    - Per VM - uuid, host, az, flavor, required, held, short_by and why it is short; only the VMs
+      that are short unless O(vm_status=all). C(summary) counts them all.
   returned: when O(state=present)
   type: list
   elements: dict
@@ -280,6 +290,7 @@ class FailoverReservationModule(ResilientModule):
         execute=dict(type="bool", default=True),
         allow_partial=dict(type="bool", default=False),
         max_changes=dict(type="int", default=500),
+        vm_status=dict(type="str", default="short", choices=["short", "all"]),
     )
     module_kwargs = dict(
         required_if=[("state", "present", ["requirements"]), ("state", "evacuated", ["failed_hosts"])],
@@ -338,7 +349,8 @@ class FailoverReservationModule(ResilientModule):
             changed=outcome.changed_anything,
             reservations=result["reservations"],
             summary=result["summary"],
-            vm_status=result["vm_status"],
+            vm_status=[status for status in result["vm_status"]
+                       if params["vm_status"] == "all" or status["short_by"] > 0],
             deleted=result["deleted"],
         )
         if native:

@@ -9,6 +9,9 @@ down at the end. Tests that use it are marked ``lab``: deselect them with ``-m "
 ``domain_xml``: builds the XML of a tiny diskless TCG domain (64 MiB, 1 vCPU).
 ``vsphere``: the lab's vSphere simulator, as provider settings (its password included).
 ``start_redis``: ``start_redis(password=...)`` starts a private redis-server, stopped at the end.
+``task_path``: every test of the modules in :data:`BOTH_PATHS` runs twice, its tasks in the
+controller's worker (``worker``) and as module processes (``module``: ansible-playbook gets
+``RESILIENT_VIRT_IN_PROCESS=false``); the other tests run in the worker, the default.
 """
 import importlib
 import os
@@ -26,6 +29,27 @@ LAB_DIR = os.path.join(ROOT, "lab")
 if LAB_DIR not in sys.path:
     sys.path.insert(0, LAB_DIR)  # lab/lab.py and lab/vcsim.py import as ``lab`` and ``vcsim``
 labtool = importlib.import_module("lab")
+
+
+BOTH_PATHS = ("test_vm_module", "test_vm_info_module", "test_provider_module",
+              "test_circuit_breaker_module", "test_check_mode", "test_secrets", "test_faults",
+              "test_failover_module", "test_fleet_module", "test_bad_input", "test_retried_create")
+
+
+def pytest_generate_tests(metafunc):
+    if metafunc.module.__name__.rsplit(".", 1)[-1] in BOTH_PATHS:
+        metafunc.parametrize("task_path", ["worker", "module"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def task_path(request, monkeypatch):
+    """Where the tasks of ansible-playbook runs started by the test run: worker or module."""
+    path = getattr(request, "param", "worker")
+    if path == "module":
+        monkeypatch.setenv("RESILIENT_VIRT_IN_PROCESS", "false")
+    else:
+        monkeypatch.delenv("RESILIENT_VIRT_IN_PROCESS", raising=False)
+    return path
 
 
 def pytest_collection_modifyitems(items):

@@ -40,7 +40,7 @@ def test_plan_check_mode_diff_convergence_and_absent(tmp_path):
         {"name": "cycle 2", FO: _fleet()},
         {"name": "cycle 3", FO: _fleet()},
         {"name": "cycle 4", FO: _fleet()},
-        {"name": "cycle 5", FO: _fleet()},
+        {"name": "cycle 5", FO: _fleet(vm_status="all")},
         {"name": "remove in check mode", FO: {"creator": "tests", "state": "absent"}, "check_mode": True},
         {"name": "evacuation of one host", FO: dict(_fleet(), state="evacuated", failed_hosts=["kvm1"])},
         {"name": "evacuation of two hosts", FO: dict(_fleet(), state="evacuated", failed_hosts=["kvm1", "kvm2"]),
@@ -71,8 +71,10 @@ def test_plan_check_mode_diff_convergence_and_absent(tmp_path):
     for res in final["reservations"]:
         assert res["creator"] == "tests"
         assert res["host"] not in res["allocations"].values(), "a VM holds a slot on its own host"
+    assert len(final["vm_status"]) == len(VMS)  # vm_status: all
     for status in final["vm_status"]:
         assert status["held"] >= status["required"] and status["short_by"] == 0
+    assert run.task("cycle 4")["vm_status"] == []  # by default, only the VMs short of slots
 
     assert run.task("remove in check mode")["changed"] is True
     one = run.task("evacuation of one host")["evacuation"]

@@ -7,7 +7,7 @@ import tarfile
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODULES = ("circuit_breaker", "failover_reservation", "provider", "vm", "vm_info")
+MODULES = ("circuit_breaker", "failover_reservation", "provider", "vm", "vm_fleet", "vm_info")
 
 
 def _run(args, **kwargs):
@@ -46,6 +46,8 @@ def test_build_install_and_ansible_doc(tmp_path):
         assert entry["doc"]["short_description"] and entry["examples"] and entry["return"] is not None, name
         assert "provider" in entry["doc"]["options"], "%s lacks the common provider option" % name
         assert "resilience" in entry["doc"]["options"], "%s lacks the common resilience option" % name
+        assert "in_process" in entry["doc"]["options"], "%s lacks the in_process option" % name
+        assert entry["doc"]["attributes"]["action"]["support"] == "full", name
     role = _run(["ansible-doc", "-t", "role", "resilient.virt.failover_reservations"], env=env)
     assert role.returncode == 0 and "failover_requirements" in role.stdout, role.stderr
     inventory = _run(["ansible-doc", "--json", "-t", "inventory", "resilient.virt.hypervisors"],

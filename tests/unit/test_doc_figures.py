@@ -1,8 +1,8 @@
 """Every figure README.md and docs/benchmarks.md quote from the bench is in the documented run.
 
 docs/bench-report.md is the report ``bench/run.py`` wrote; the "How fast" section of the README,
-the "Reading the results" section of docs/benchmarks.md and the "Performance" sections of
-docs/inventory.md and docs/fleet.md quote it. A number there that the
+the "Reading the results" section of docs/benchmarks.md, the "Performance" sections of
+docs/inventory.md and docs/fleet.md and the costs in docs/execution.md quote it. A number there that the
 report does not contain was measured by hand, mixed from several runs, or left over from an
 older run.
 """
@@ -32,7 +32,9 @@ def _numbers(text):
 @pytest.mark.parametrize("path, heading", [("README.md", "## How fast"),
                                            ("docs/benchmarks.md", "## Reading the results"),
                                            ("docs/inventory.md", "## Performance"),
-                                           ("docs/fleet.md", "## Performance")])
+                                           ("docs/fleet.md", "## Performance"),
+                                           ("docs/execution.md",
+                                            "## What it costs, and what it does not leak")])
 def test_quoted_figures_come_from_the_documented_run(path, heading):
     with open(os.path.join(ROOT, "docs", "bench-report.md")) as handle:
         printed = _numbers(handle.read())

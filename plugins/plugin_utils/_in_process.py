@@ -1,0 +1,233 @@
+# Copyright: resilient.virt contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Run a resilient.virt module inside the controller's worker process: no module process.
+
+Every module has an action plugin (``plugins/action/<module>.py``) built on
+:class:`InProcessAction`. When the task runs on the controller, the plugin runs the module's own
+class right there: the arguments go through the same JSON encoding and the same AnsibleModule
+(argument spec, defaults, check mode, diff, no_log masking, warnings, deprecations), and the
+result comes back through the same parsing as a module process's output, so the task's result
+does not depend on where it ran. Otherwise the module runs as a module process, as any module
+does (:func:`module_path_reason` says why).
+
+This file is imported when Ansible loads the action plugin's class, in the controller's main
+process, before any worker is forked: what :func:`load` imports then (the collection's code, the
+libraries it can find) is already loaded in every worker, which is where a task's time would
+otherwise go. Each task runs in its own forked worker, so nothing a task leaves in memory reaches
+the next one; what persists is in the state store.
+"""
+import importlib
+import json
+import os
+
+from ansible.module_utils import basic
+from ansible.module_utils.common import warnings as module_warnings
+from ansible.module_utils.common.json import Direction, get_module_decoder, get_module_encoder
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+from ansible.utils.vars import merge_hash
+from ansible.vars.clean import remove_internal_keys
+
+from ansible_collections.resilient.virt.plugins.module_utils._convert import to_bool
+from ansible_collections.resilient.virt.plugins.module_utils._masking import scrub, secret_values
+from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import (
+    BUILTIN_BACKENDS, installed_entry_points)
+
+__all__ = ("InProcessAction", "ENV_VAR", "module_path_reason", "run_module", "needed_libraries")
+
+display = Display()
+
+ENV_VAR = "RESILIENT_VIRT_IN_PROCESS"
+ENV_PREFIX = "RESILIENT_VIRT_"
+PROFILE = "legacy"  # the serialization profile of this collection's modules
+MODULES = ("circuit_breaker", "failover_reservation", "provider", "vm", "vm_fleet", "vm_info")
+CORE_LIBRARIES = ("pluggy", "tenacity", "jsonschema")
+BACKEND_LIBRARIES = {"libvirt": ("libvirt",), "vsphere": ("pyVmomi",)}
+STORE_LIBRARIES = {"redis": ("redis",), "rediss": ("redis",)}
+# the collection's code every module may reach, loaded once in the controller's main process
+PRELOAD = (
+    "plugins.module_utils._vm.reconcile", "plugins.module_utils._fleet.run",
+    "plugins.module_utils._failover.reconcile", "plugins.module_utils._failover.evacuation",
+    "plugins.module_utils._state.sqlite", "plugins.module_utils._state.redis",
+    "plugins.module_utils._resilience.policy", "plugins.module_utils._resilience.breaker",
+    "plugins.module_utils.providers._guarded", "plugins.module_utils.providers._vm_schema",
+    "plugins.module_utils.providers._libvirt.backend", "plugins.module_utils.providers._libvirt.spec",
+    "plugins.module_utils.providers._vsphere.backend", "plugins.module_utils.providers._vsphere.spec",
+)
+_COLLECTION = "ansible_collections.resilient.virt."
+
+
+def _import(name):
+    try:
+        return importlib.import_module(name)
+    except Exception:  # noqa: BLE001 - anything a missing or broken library raises
+        return None
+
+
+AVAILABLE = {}  # library -> importable by the controller's Python
+CLASSES = {}    # module name -> its ResilientModule class
+
+
+def load():
+    """Import the collection's code and the libraries the controller has (once); a controller
+    that runs every task as a module process (RESILIENT_VIRT_IN_PROCESS=false) skips it."""
+    if AVAILABLE:
+        return
+    for name in CORE_LIBRARIES + ("libvirt", "pyVmomi", "pyVim.connect", "redis", "sqlite3"):
+        AVAILABLE[name] = _import(name) is not None
+    AVAILABLE["pyVmomi"] = AVAILABLE["pyVmomi"] and AVAILABLE.pop("pyVim.connect")
+    for name in PRELOAD:
+        _import(_COLLECTION + name)
+    for name in MODULES:
+        module = _import(_COLLECTION + "plugins.modules." + name)
+        if module is not None:
+            CLASSES[name] = next(value for key, value in vars(module).items()
+                                 if key.endswith("Module") and isinstance(value, type)
+                                 and value.__module__ == module.__name__)
+    for direction in (Direction.CONTROLLER_TO_MODULE, Direction.MODULE_TO_CONTROLLER):
+        get_module_encoder(PROFILE, direction)  # each loads its profile's code on first use
+        get_module_decoder(PROFILE, direction)
+
+
+RECORDS_RESULTS = hasattr(basic.AnsibleModule, "_record_module_result")  # ansible-core >= 2.19.1
+try:
+    if to_bool(os.environ.get(ENV_VAR) or "true"):
+        load()
+except ValueError:  # a wrong value: each task says so (module_path_reason)
+    pass
+
+
+def _provider_types(args):
+    """The provider types a task's arguments name (the ``providers`` catalog, ``provider``, and
+    providers given in ``vms``), ignoring what is malformed: the module reports that itself."""
+    catalog = args.get("providers") if isinstance(args.get("providers"), dict) else {}
+    found = [entry.get("type") for entry in catalog.values() if isinstance(entry, dict)]
+    references = [args.get("provider")]
+    vms = args.get("vms") if isinstance(args.get("vms"), list) else []
+    references.extend(vm.get("provider") for vm in vms if isinstance(vm, dict))
+    for reference in references:
+        if isinstance(reference, dict):
+            found.append(reference.get("type"))
+    return set(kind for kind in found if isinstance(kind, str))
+
+
+def needed_libraries(args, environ):
+    """(libraries the task needs, provider types no installed backend declares)."""
+    needed = set(CORE_LIBRARIES)
+    unknown = set()
+    entry_points = None
+    for kind in _provider_types(args):
+        if kind in BACKEND_LIBRARIES:
+            needed.update(BACKEND_LIBRARIES[kind])
+        elif kind not in BUILTIN_BACKENDS:
+            if entry_points is None:
+                entry_points = set(ep.name for ep in installed_entry_points())
+            if kind not in entry_points:
+                unknown.add(kind)
+    store = args.get("state_store") or environ.get("RESILIENT_VIRT_STATE_STORE") or ""
+    needed.update(STORE_LIBRARIES.get(str(store).split("://", 1)[0].lower(), ()))
+    return needed, unknown
+
+
+def module_path_reason(module, local, become, async_val, option, task_environment, environ,
+                       args, available=None):
+    """Why the task must run as a module process, or None when it can run here.
+
+    ``local``: the connection is local; ``option``: the task's ``in_process``;
+    ``task_environment``: the task's ``environment`` (a dict); ``environ``: the environment the
+    task sees here (the controller's, updated by the task's).
+    """
+    if option is None:
+        try:
+            option = to_bool(environ.get(ENV_VAR, "true") or "true")
+        except ValueError:
+            return "%s=%r is not true or false" % (ENV_VAR, environ.get(ENV_VAR))
+    if not option:
+        return "in_process is false"
+    if not local:
+        return "the task runs on another host"
+    if become:
+        return "the task uses become"
+    if async_val:
+        return "the task is async"
+    if not RECORDS_RESULTS:
+        return "this ansible-core cannot hand a module's result over in process (2.19.1 or later can)"
+    load()
+    available = AVAILABLE if available is None else available
+    if module not in CLASSES:
+        return "its module cannot be imported by the controller's Python"
+    others = sorted(key for key in task_environment if not str(key).startswith(ENV_PREFIX))
+    if others:
+        return "the task's environment sets %s, which only a module process sees" % ", ".join(others)
+    needed, unknown = needed_libraries(args, environ)
+    if unknown:
+        return "no backend on the controller declares the provider type(s) %s" % ", ".join(sorted(unknown))
+    missing = sorted(name for name in needed if not available.get(name, False))
+    if missing:
+        return "the controller's Python cannot import %s" % ", ".join(missing)
+    return None
+
+
+def run_module(module, args, environ):
+    """Run the module class of ``module`` with ``args`` (the module's arguments, the internal
+    ``_ansible_*`` ones included) and ``environ``; return its result as it formats it."""
+    recorded = []
+    encoder = get_module_encoder(PROFILE, Direction.CONTROLLER_TO_MODULE)
+    payload = json.dumps({"ANSIBLE_MODULE_ARGS": args}, cls=encoder).encode()
+    saved = basic._ANSIBLE_ARGS, basic._ANSIBLE_PROFILE
+    basic._ANSIBLE_ARGS, basic._ANSIBLE_PROFILE = payload, PROFILE
+    module_warnings._global_warnings.clear()
+    module_warnings._global_deprecations.clear()
+    try:
+        CLASSES[module].main(environ=environ, record=recorded.append)
+    except SystemExit:
+        pass  # the module's exit, after its result was recorded
+    finally:
+        basic._ANSIBLE_ARGS, basic._ANSIBLE_PROFILE = saved
+    if not recorded:
+        raise RuntimeError("the module ended without a result")
+    return recorded[-1]
+
+
+class InProcessAction(ActionBase):
+    """The action plugin of a resilient.virt module: subclasses set :attr:`module`. On the module
+    path it does what Ansible's own action for modules does (async included)."""
+
+    module = None
+    _supports_check_mode = True
+    _supports_async = True
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        task_vars = task_vars or {}
+        task_environment = {}
+        self._compute_environment_string(task_environment)
+        environ = dict(os.environ)
+        environ.update((str(k), str(v)) for k, v in task_environment.items())
+        args = dict(self._task.args)
+        reason = module_path_reason(
+            self.module, getattr(self._connection, "transport", None) in ("local", "ansible.builtin.local"),
+            self._play_context.become, self._task.async_val, args.get("in_process"),
+            task_environment, environ, args)
+        if reason is not None:
+            display.vvv("resilient.virt.%s: a module process runs the task: %s" % (self.module, reason))
+            wrap_async = self._task.async_val and not self._connection.has_native_async
+            result = merge_hash(result, self._execute_module(module_args=args, task_vars=task_vars,
+                                                             wrap_async=wrap_async))
+            if not wrap_async:
+                self._remove_tmp_path(self._connection._shell.tmpdir)
+            return result
+        display.vvv("resilient.virt.%s: the task runs in the controller's worker" % self.module)
+        self._update_module_args(self._task.action, args, task_vars)
+        try:
+            formatted = run_module(self.module, args, environ)
+        except Exception as exc:  # noqa: BLE001 - a crash is this task's failure, not the play's
+            message = scrub("resilient.virt.%s crashed in the controller's worker: %s: %s" % (
+                self.module, type(exc).__name__, exc), secret_values(args) + secret_values(environ))
+            return dict(result, failed=True, msg="Internal: " + message,
+                        error={"type": "Internal", "message": message})
+        text = json.dumps(formatted, cls=get_module_encoder(PROFILE, Direction.MODULE_TO_CONTROLLER))
+        data = self._parse_returned_data({"rc": 0, "stdout": text, "stderr": ""}, PROFILE)
+        remove_internal_keys(data)
+        return merge_hash(result, data)
