@@ -8,6 +8,7 @@ all busy waits for one. Every call still goes through the provider's policy (bre
 retries, timeouts), which the connections of one provider share through the state store.
 """
 import threading
+from contextlib import contextmanager
 
 __all__ = ("ProviderPool",)
 
@@ -24,8 +25,14 @@ class ProviderPool:
         self._slots = {}
         self._idle = {}
 
+    @contextmanager
     def provider(self, key):
-        return _Lease(self, key)
+        """A connection to the provider ``key``, this thread's until the ``with`` block ends."""
+        provider = self._acquire(key)
+        try:
+            yield provider
+        finally:
+            self._release(key, provider)
 
     def _acquire(self, key):
         with self._lock:
@@ -47,16 +54,3 @@ class ProviderPool:
             self._idle[key].append(provider)
         self._slots[key].release()
 
-
-class _Lease:
-    def __init__(self, pool, key):
-        self.pool = pool
-        self.key = key
-        self.provider = None
-
-    def __enter__(self):
-        self.provider = self.pool._acquire(self.key)
-        return self.provider
-
-    def __exit__(self, *_exc):
-        self.pool._release(self.key, self.provider)

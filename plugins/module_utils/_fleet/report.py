@@ -2,6 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The result of a fleet run for playbooks: a summary, one entry per VM, a diff, the failure."""
 from ansible_collections.resilient.virt.plugins.module_utils import _conditions as conditions
+from ansible_collections.resilient.virt.plugins.module_utils._fleet.status import record_key
 from ansible_collections.resilient.virt.plugins.module_utils._time import format_time
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, Internal, InvalidSpec, NotFound, NotSupported, QuotaExceeded, RateLimit, Timeout,
@@ -54,9 +55,9 @@ def _conditions(outcome, status, now):
     return [conditions.vm_ready("%s is %s" % (name, state), now)]
 
 
-def vm_results(outcomes, records, owner, max_attempts, check_mode, now, record_key):
+def vm_results(outcomes, records, owner, max_attempts, check_mode, now):
     """One result per VM (see the vm_fleet module's RETURN); ``records`` are the statuses read
-    at the start, keyed by ``record_key(owner, provider, name)``."""
+    at the start, keyed by :func:`status.record_key`."""
     results = []
     for outcome in outcomes:
         vm = outcome.vm

@@ -93,7 +93,7 @@ def run_fleet(module, params, check_mode, diff_mode):
         summary=summary,
         full=options.full,
         vms=report.vm_results(outcomes, records, options.owner, options.backoff.max_attempts,
-                              check_mode, now, statuses.record_key),
+                              check_mode, now),
     )
     if diff_mode and result["changed"]:
         result["diff"] = report.diff(outcomes)
