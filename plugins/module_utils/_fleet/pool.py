@@ -53,4 +53,3 @@ class ProviderPool:
         with self._lock:
             self._idle[key].append(provider)
         self._slots[key].release()
-
