@@ -55,7 +55,7 @@ def _percentiles(samples):
     return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
 
 
-def _time_calls(fn, calls):
+def time_calls(fn, calls):
     """(median, p95) in milliseconds of ``fn()`` over ``calls`` calls after a warm-up."""
     for _dummy in range(max(50, calls // 10)):
         fn()
@@ -171,7 +171,7 @@ def main():
             store = open_store(url)
             try:
                 for name, fn in _store_cases(store):
-                    median, p95 = _time_calls(fn, args.calls)
+                    median, p95 = time_calls(fn, args.calls)
                     target = TARGET_CALL_MS if label == "SQLite" and name.startswith(
                         "guarded") else None
                     rows.append({"case": "%s, %s" % (name, label), "median_ms": median,

@@ -15,7 +15,11 @@ Runs, one after the other, each in its own process:
   community.vmware's and community.libvirt's, on a large simulator and the lab;
 * ``bench_fleet.py``: one vm_fleet task creating a fleet on the lab next to loops of
   resilient.virt.vm and community.libvirt.virt tasks, its no-change runs above an empty play,
-  and a full run of a large fleet on a simulator it starts.
+  and a full run of a large fleet on a simulator it starts;
+* ``bench_backup.py``: full backups of a running VM's 1 GiB disk (and 256 MiB) on the lab's hv3,
+  one resilient.virt.backup task next to ``virsh backup-begin`` of the same job and ``qemu-img
+  convert`` of the disk (the physical limit); an incremental backup after a 1 % change against
+  the full one, in time and size; a guarded status write against a plain store update.
 
 The lab must be up (``python3 lab/lab.py up``; ``make bench`` does it). Every bench's own
 markdown tables are folded into the report, after a summary of the targets.
@@ -56,6 +60,8 @@ BENCHES = (
      "bench_inventory.py", [], ["--quick"]),
     ("fleet", "Fleet reconcile: one vm_fleet task vs loops of tasks", "bench_fleet.py",
      [], ["--quick"]),
+    ("backup", "Backups: backup task vs virsh backup-begin and qemu-img convert; incremental vs "
+     "full; guarded status write", "bench_backup.py", [], ["--quick"]),
 )
 
 
@@ -135,7 +141,7 @@ def targets(records):
             rows.append({"bench": "core", "name": row["case"],
                          "measured": "%.3f ms" % row["median_ms"],
                          "goal": "< %g ms" % row["target_ms"], "passed": row["passed"]})
-    for bench in ("failover", "tasks", "inventory", "fleet"):
+    for bench in ("failover", "tasks", "inventory", "fleet", "backup"):
         result = (records.get(bench) or {}).get("result") or {}
         for row in result.get("targets", []):
             rows.append({"bench": bench, "name": row["name"], "measured": str(row["measured"]),
@@ -212,6 +218,29 @@ def _task_headlines(tasks):
     return lines
 
 
+def _backup_headlines(backup):
+    """The backup bench: the task against virsh and qemu-img, incremental against full, the
+    guarded status write."""
+    lines = []
+    for row in backup.get("full") or []:
+        median, ratios = row["median"], row["ratios"]
+        lines.append("Full backup of a running VM, %d MiB disk: backup task %.2f s, %.2fx virsh "
+                     "backup-begin of the same job (%.2f s), %.1fx qemu-img convert of the disk "
+                     "(%.2f s)" % (row["size_mib"], median["task"], ratios["task_virsh"],
+                                   median["virsh"], ratios["task_convert"], median["convert"]))
+    inc = backup.get("incremental")
+    if inc:
+        lines.append("Incremental backup after a 1 %% change of a %d MiB disk: %.2f s, %.2fx the "
+                     "full backup's time and %.3fx its size"
+                     % (inc["size_mib"], inc["incremental_median"]["seconds"],
+                        inc["ratios"]["seconds"], inc["ratios"]["size_bytes"]))
+    for row in backup.get("status_write") or []:
+        lines.append("Guarded status write (critical) on %s: %.0f us, %.2fx a plain store update "
+                     "(%.0f us)" % (row["store"], row["guarded_us"], row["ratio"],
+                                    row["plain_us"]))
+    return lines
+
+
 def headlines(records):
     """A few ratios and scaling figures drawn from the benches' results."""
     lines = []
@@ -246,6 +275,7 @@ def headlines(records):
             line += ("; %d vSphere VMs: created in %.1f s, no-change full run %.2f s above empty"
                      % (vs["vms"], vs["create"]["wall"], vs["full"]["above_empty"]))
         lines.append(line)
+    lines += _backup_headlines((records.get("backup") or {}).get("result") or {})
     fleets = (records.get("failover") or {}).get("result") or {}
     for row in fleets.get("rows") or []:
         bound, ours = row["bound"]["memory_mb"], row["ours"]["settled"]
@@ -326,7 +356,7 @@ def main(argv=None):
             if args.only and name not in args.only:
                 continue
             arguments = list(quick if args.quick else full)
-            if name in ("tasks", "inventory", "fleet"):
+            if name in ("tasks", "inventory", "fleet", "backup"):
                 arguments += ["--lab-dir", os.path.abspath(args.lab_dir)]
             print("bench %s ..." % name, end=" ", file=sys.stderr, flush=True)
             records[name] = run_bench(script, arguments, workdir)

@@ -2,6 +2,7 @@
 # Install what the lab and the test suite need on Debian 12 (run as root; idempotent).
 #
 # - libvirt + QEMU (TCG) for the lab hypervisors, virsh, headers to build libvirt-python,
+# - qemu-utils (qemu-img, qemu-io) to write and check disk images in the backup tests,
 # - redis-server and openssl (test certificates) for the Redis state store tests,
 # - shellcheck for ansible-test sanity,
 # - Go and govmomi (with its simulator package) to build the vSphere API simulator.
@@ -10,8 +11,8 @@
 # by the installation: the lab starts its own daemons in private mount namespaces.
 set -eu
 
-PACKAGES="libvirt-daemon-system qemu-system-x86 libvirt-clients libvirt-dev pkg-config gcc libc6-dev
-redis-server openssl golang-go golang-github-vmware-govmomi-dev shellcheck"
+PACKAGES="libvirt-daemon-system qemu-system-x86 qemu-utils libvirt-clients libvirt-dev pkg-config gcc
+libc6-dev redis-server openssl golang-go golang-github-vmware-govmomi-dev shellcheck"
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps.sh: run as root" >&2
@@ -51,6 +52,6 @@ fi
 # Mount points the lab binds each hypervisor's private directories over.
 mkdir -p /etc/libvirt /var/lib/libvirt /var/log/libvirt /var/cache/libvirt
 
-for cmd in unshare nsenter mount libvirtd virtlogd qemu-system-x86_64 virsh redis-server go; do
+for cmd in unshare nsenter mount libvirtd virtlogd qemu-system-x86_64 qemu-img qemu-io virsh redis-server go; do
     command -v "$cmd" >/dev/null 2>&1 || { echo "install-deps.sh: $cmd still missing" >&2; exit 1; }
 done

@@ -4,7 +4,8 @@
 Every hypervisor ``hvN`` lives in ``<run-dir>/hvN`` with its own ``run``, ``etc``, ``lib``, ``log``
 and ``cache`` directories, bind-mounted over ``/run``, ``/etc/libvirt``, ``/var/lib/libvirt``,
 ``/var/log/libvirt`` and ``/var/cache/libvirt`` inside a private mount namespace. From outside it
-answers at ``qemu+unix:///system?socket=<run-dir>/hvN/run/libvirt/libvirt-sock``.
+answers at ``qemu+unix:///system?socket=<run-dir>/hvN/run/libvirt/libvirt-sock``. Each has the
+storage pools of :data:`POOLS` (directory pools, active and autostarted).
 
 Use it from Python (``Lab(run_dir).up(3)``) or from the command line (``lab.py up``).
 Needs root and the Debian packages that ``lab/install-deps.sh`` installs.
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+import xml.etree.ElementTree as ET
 
 import vcsim  # lab/vcsim.py: this directory is on sys.path for the script and for its importers
 
@@ -56,6 +58,9 @@ CONF_SETTINGS = {
     "libvirtd.conf": {"log_outputs": '"3:file:/var/log/libvirt/libvirtd.log"'},
     "virtlogd.conf": {"log_outputs": '"3:file:/var/log/libvirt/virtlogd.log"'},
 }
+# Directory pools of every hypervisor (name, target inside its namespace): ``default`` as on a
+# normal host, ``backups`` where the libvirt backend stores backups (provider.backup_pool).
+POOLS = (("default", "/var/lib/libvirt/images"), ("backups", "/var/lib/libvirt/backups"))
 HVINIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hvinit.py")
 # Mount the private directories, then hand over to hvinit.py, which starts virtlogd and libvirtd.
 NEW_NAMESPACE_SCRIPT = (
@@ -318,6 +323,41 @@ class Hypervisor:
                        % (self.name, self.uri, last, self.log_file("libvirtd"),
                           self.log_file("start")))
 
+    def ensure_pools(self):
+        """Define, build, start and autostart the pools of :data:`POOLS` that need it
+        (idempotent: a pool already active and autostarted is left alone)."""
+        import libvirt
+
+        libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
+        try:
+            conn = libvirt.open(self.uri)
+            try:
+                for name, target in POOLS:
+                    try:
+                        pool = conn.storagePoolLookupByName(name)
+                    except libvirt.libvirtError as exc:
+                        if exc.get_error_code() != libvirt.VIR_ERR_NO_STORAGE_POOL:
+                            raise
+                        pool = conn.storagePoolDefineXML(_pool_xml(name, target), 0)
+                    if not pool.isActive():
+                        pool.build(0)  # makes the directory when missing
+                        pool.create(0)
+                    if not pool.autostart():
+                        pool.setAutostart(1)
+            finally:
+                conn.close()
+        except libvirt.libvirtError as exc:
+            raise LabError("%s: storage pools %s not ready (%s); read %s"
+                           % (self.name, ", ".join(n for n, _t in POOLS), exc,
+                              self.log_file("libvirtd"))) from exc
+
+
+def _pool_xml(name, target):
+    pool = ET.Element("pool", type="dir")
+    ET.SubElement(pool, "name").text = name
+    ET.SubElement(ET.SubElement(pool, "target"), "path").text = target
+    return ET.tostring(pool, encoding="unicode")
+
 
 def _set_conf(path, settings):
     """Set ``key = value`` lines in a libvirt config file, dropping other settings of those keys."""
@@ -450,11 +490,12 @@ class Lab:
         return sorted(found, key=lambda n: int(n[2:]))
 
     def up(self, count=DEFAULT_COUNT, timeout=UP_TIMEOUT, vsphere=True):
-        """Bring hv1..hv<count> up and answering; return the names of those it had to start.
+        """Bring hv1..hv<count> up and answering, with their storage pools; return the names of
+        those it had to start.
 
-        Running hypervisors are left alone (a frozen one is thawed). Writes lab.json,
-        inventory.yml and lab.hypervisors.yml (an inventory source of the providers). Raises
-        LabError naming the hypervisor and its log if one does not answer.
+        Running hypervisors are left alone (a frozen one is thawed; missing pools are made).
+        Writes lab.json, inventory.yml and lab.hypervisors.yml (an inventory source of the
+        providers). Raises LabError naming the hypervisor and its log if one does not answer.
         """
         if count < 1:
             raise LabError("--count must be at least 1, got %d" % count)
@@ -478,6 +519,8 @@ class Lab:
         deadline = time.monotonic() + timeout
         errors.update(_in_threads([hv for hv in wanted if hv.name not in errors],
                                   lambda hv: hv.wait_ready(deadline)))
+        errors.update(_in_threads([hv for hv in wanted if hv.name not in errors],
+                                  lambda hv: hv.ensure_pools()))
         if errors:
             raise LabError("; ".join(str(errors[n]) for n in sorted(errors)))
         simulator = vcsim.start(self.run_dir) if vsphere else None

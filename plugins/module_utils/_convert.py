@@ -11,14 +11,17 @@ import re
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
 
-__all__ = ("to_int", "to_float", "to_bool", "parse_duration", "format_duration", "MAX_DURATION")
+__all__ = ("to_int", "to_float", "to_bool", "parse_duration", "format_duration", "MAX_DURATION",
+           "PATTERNS")
 
 MAX_DURATION = 7 * 24 * 3600.0  # longer waits and limits are mistakes (and overflow clocks)
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
-# patterns compiled (and cached by re) on first use: most tasks convert few values
+# patterns compiled (and cached by re) on first use: most tasks convert few values; PATTERNS
+# are compiled ahead by a controller that preloads the collection (plugin_utils._in_process)
 _INTEGER = r"^\s*[-+]?\d+\s*$"
 _DURATION = r"(?i)^(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?$"
+PATTERNS = (_INTEGER, _DURATION)
 _UNIT = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION_HELP = "use seconds (30, 1.5) or a number with unit ms, s, m or h (250ms, 30s, 4m, 1h)"
 

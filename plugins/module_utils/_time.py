@@ -2,10 +2,11 @@
 import re
 import time
 
-__all__ = ("format_time", "parse_time")
+__all__ = ("format_time", "parse_time", "PATTERNS")
 
 # a pattern, compiled (and cached by re) on the first parse: most tasks only format times
 _RFC3339 = r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|z|[+-]\d{2}:\d{2})$"
+PATTERNS = (_RFC3339,)  # compiled ahead by a controller that preloads the collection
 
 
 def format_time(epoch):

@@ -9,6 +9,8 @@ down at the end. Tests that use it are marked ``lab``: deselect them with ``-m "
 ``domain_xml``: builds the XML of a tiny diskless TCG domain (64 MiB, 1 vCPU).
 ``vsphere``: the lab's vSphere simulator, as provider settings (its password included).
 ``start_redis``: ``start_redis(password=...)`` starts a private redis-server, stopped at the end.
+``guarded_provider``: ``guarded_provider(config)`` opens a GuardedProvider (default settings, a
+SQLite store of the test), closed at the end.
 ``task_path``: every test of the modules in :data:`BOTH_PATHS` runs twice, its tasks in the
 controller's worker (``worker``) and as module processes (``module``: ansible-playbook gets
 ``RESILIENT_VIRT_IN_PROCESS=false``); the other tests run in the worker, the default.
@@ -33,7 +35,8 @@ labtool = importlib.import_module("lab")
 
 BOTH_PATHS = ("test_vm_module", "test_vm_info_module", "test_provider_module",
               "test_circuit_breaker_module", "test_check_mode", "test_secrets", "test_faults",
-              "test_failover_module", "test_fleet_module", "test_bad_input", "test_retried_create")
+              "test_failover_module", "test_fleet_module", "test_bad_input", "test_retried_create",
+              "test_backup_module")
 
 
 def pytest_generate_tests(metafunc):
@@ -139,6 +142,26 @@ def domain_xml():
 def vsphere(lab):
     """Provider settings of the lab's vSphere simulator (started with the lab)."""
     return dict(importlib.import_module("vcsim").start(lab.run_dir))
+
+
+@pytest.fixture
+def guarded_provider(tmp_path):
+    from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import (
+        resolve_settings)
+    from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
+    from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import (
+        open_provider)
+
+    opened = []
+
+    def open_one(config):
+        store = open_store("sqlite:///%s" % (tmp_path / "state.db"), environ={})
+        opened.append(open_provider(config, resolve_settings({}, environ={}), store, environ={}))
+        return opened[-1]
+
+    yield open_one
+    for guarded in opened:
+        guarded.close()
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,30 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CALLBACK = "ansible.posix.json"
 
 
+def store_records(store_url, namespace):
+    """The records of ``namespace`` in the SQLite state store ``store_url``, read with sqlite3
+    (the test's own reading, not the collection's): {key: record}."""
+    import sqlite3
+
+    path = store_url[len("sqlite://"):]
+    if not os.path.exists(path):
+        return {}
+    db = sqlite3.connect(path)
+    try:
+        rows = db.execute("SELECT key, value FROM records WHERE namespace = ?",
+                          (namespace,)).fetchall()
+    finally:
+        db.close()
+    return dict((key, json.loads(value)) for key, value in rows)
+
+
+def plugin_env(*names):
+    """Environment that loads the test plugins ``names`` (modules of this directory) into every
+    task, inventory source and module process: RESILIENT_VIRT_PLUGINS and PYTHONPATH."""
+    return {"RESILIENT_VIRT_PLUGINS": ",".join(names),
+            "PYTHONPATH": os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")]))}
+
+
 def local_inventory(hosts=("localhost",)):
     """An inventory dict with local hosts running modules with this test's Python."""
     entry = dict(ansible_connection="local", ansible_python_interpreter=sys.executable)

@@ -3,13 +3,11 @@
 Attempts are counted by an observer plugin (observer_plugin.py, loaded through
 RESILIENT_VIRT_PLUGINS), independently of the circuit breaker's own counters.
 """
-import os
 import time
 
 from observer_plugin import ATTEMPTS_ENV, read_attempts
-from playbook_runner import play, run_playbook
+from playbook_runner import play, run_playbook, plugin_env
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 HV = "hv1"
 CALLS = 20
 THRESHOLD = 3
@@ -27,11 +25,7 @@ def _provider(lab, name):
 def _observed_run(tmp_path, tasks, store, name, timeout=600):
     """Run ``tasks`` with the observer plugin; return (run, attempts recorded)."""
     attempts = str(tmp_path / (name + "-attempts.jsonl"))
-    env = {
-        "RESILIENT_VIRT_PLUGINS": "observer_plugin",
-        "PYTHONPATH": os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")])),
-        ATTEMPTS_ENV: attempts,
-    }
+    env = dict(plugin_env("observer_plugin"), **{ATTEMPTS_ENV: attempts})
     run = run_playbook(tmp_path, [play(tasks, module_defaults={"state_store": store})],
                        env=env, name=name, timeout=timeout)
     return run, read_attempts(attempts)

@@ -5,9 +5,6 @@ Oracles of the tests' own: libvirt-python connections to the hypervisors, a pyVm
 the simulator, the SQLite state file read with sqlite3, and an observer plugin that records
 every provider attempt (operation and VM name) from inside the module process.
 """
-import json
-import os
-import sqlite3
 import time
 
 import libvirt
@@ -15,10 +12,9 @@ import pytest
 from kill_plugin import KILL_ENV
 from lab_domains import remove_domain
 from observer_plugin import ATTEMPTS_ENV, read_attempts
-from playbook_runner import play, run_playbook
+from playbook_runner import play, plugin_env, run_playbook, store_records
 from simulator_session import Simulator
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 HYPERVISORS = ("hv1", "hv2", "hv3")
 PER_PROVIDER = 15
 MUTATING = ("create", "delete", "power", "reconfigure")
@@ -57,9 +53,7 @@ class Lab:
         self.runs += 1
         name = "fleet%d" % self.runs
         attempts = str(self.tmp_path / (name + "-attempts.jsonl"))
-        environ = {"RESILIENT_VIRT_PLUGINS": "observer_plugin,kill_plugin",
-                   "PYTHONPATH": os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")])),
-                   ATTEMPTS_ENV: attempts}
+        environ = dict(plugin_env("observer_plugin", "kill_plugin"), **{ATTEMPTS_ENV: attempts})
         environ.update(env or {})
         task = dict({"owner": self.prefix, "vms": vms, "providers": self.providers,
                      "state_store": self.store}, **options)
@@ -92,16 +86,8 @@ class Lab:
         return found
 
     def records(self):
-        """Status records of the state file, read with sqlite3: {key: record}."""
-        path = self.store[len("sqlite://"):]
-        if not os.path.exists(path):
-            return {}
-        db = sqlite3.connect(path)
-        try:
-            rows = db.execute("SELECT key, value FROM records WHERE namespace = 'vm_fleet'").fetchall()
-        finally:
-            db.close()
-        return dict((key, json.loads(value)) for key, value in rows)
+        """Status records of the state file: {key: record}."""
+        return store_records(self.store, "vm_fleet")
 
     def cleanup(self):
         for hv in HYPERVISORS:

@@ -13,12 +13,12 @@ import libvirt
 import pytest
 import yaml
 from inventory_runner import run_inventory
+from playbook_runner import plugin_env
 from lab_domains import remove_domain
 from simulator_session import Simulator
 
 from vanish_plugin import VANISH_ENV
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 P = "resilient_virt_"
 PASSWORD_ENV = "TEST_VCSIM_PASSWORD"
 MARGIN = 4.0  # ansible-inventory starting and importing on a loaded 2-core machine
@@ -179,9 +179,8 @@ def test_a_vm_deleted_during_the_scan_is_left_out(lab, tmp_path, domains):
     domains("hv1", keep)
     domains("hv1", vanish)
     source, env = _source(lab, tmp_path)
-    env.update({"RESILIENT_VIRT_PLUGINS": "vanish_plugin", VANISH_ENV: "%s %s" % (
-        lab.hypervisor("hv1").uri, vanish),
-        "PYTHONPATH": os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")]))})
+    env.update(plugin_env("vanish_plugin"))
+    env[VANISH_ENV] = "%s %s" % (lab.hypervisor("hv1").uri, vanish)
     run = run_inventory(tmp_path, source, env=env)
     assert run.rc == 0 and "WARNING" not in run.stderr, run
     assert vanish not in _libvirt_domains(lab, "hv1"), "the trap did not fire"

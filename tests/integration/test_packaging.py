@@ -7,7 +7,8 @@ import tarfile
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODULES = ("circuit_breaker", "failover_reservation", "provider", "vm", "vm_fleet", "vm_info")
+MODULES = ("backup", "backup_status", "circuit_breaker", "failover_reservation", "provider", "vm",
+           "vm_fleet", "vm_info")
 
 
 def _run(args, **kwargs):

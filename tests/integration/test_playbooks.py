@@ -1,4 +1,5 @@
-"""The playbooks the README shows (the demo, the failover tour and the fleet) run cleanly against the lab."""
+"""The playbooks the README shows (the demo, the failover tour, the fleet and the backups) run
+cleanly against the lab."""
 import os
 import subprocess
 
@@ -43,5 +44,16 @@ def test_fleet_playbook(lab, tmp_path):
     assert '"fleet-hv1-1: updated"' in run.stdout and '"fleet-vcsim-2: updated"' in run.stdout
     assert "pruned: fleet-hv1-3, fleet-hv2-3, fleet-hv3-3, fleet-vcsim-3" in run.stdout
     assert "12 VMs removed" in run.stdout
+    recap = _recap(run.stdout)
+    assert recap and all("failed=0" in line for line in recap), recap
+
+
+def test_backup_playbook(lab, tmp_path):
+    run = _play(lab, tmp_path, "backup.yml")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert '"backup-demo-full Completed ' in run.stdout
+    assert '"backup-demo-incremental Completed ' in run.stdout
+    assert '"backup-demo-full-restored: stopped"' in run.stdout
+    assert '"backup-demo-incremental-restored: stopped"' in run.stdout
     recap = _recap(run.stdout)
     assert recap and all("failed=0" in line for line in recap), recap

@@ -20,12 +20,11 @@ import uuid
 import libvirt
 from lab_domains import remove_domain
 from observer_plugin import ATTEMPTS_ENV, OUTCOMES_ENV, read_attempts
-from playbook_runner import play, run_playbook
+from playbook_runner import play, run_playbook, plugin_env
 from simulator_session import Simulator
 
 from freeze_plugin import FREEZE_ENV, MARKER_ENV
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 ATTEMPT_LIMIT = 3.0   # timeout_mutating
 RETRY_WAIT = 4.0      # base_delay: the retry starts at least 7 s after the first attempt
 THAW_AFTER = 5.0      # between the two
@@ -35,12 +34,10 @@ RESILIENCE = {"timeout_mutating": "%gs" % ATTEMPT_LIMIT, "base_delay": "%gs" % R
 
 def _run_with_freeze(tmp_path, provider, name, pid):
     attempts, outcomes = str(tmp_path / "attempts.jsonl"), str(tmp_path / "outcomes.jsonl")
-    env = {
-        "RESILIENT_VIRT_PLUGINS": "observer_plugin,freeze_plugin",
-        "PYTHONPATH": os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")])),
+    env = dict(plugin_env("observer_plugin", "freeze_plugin"), **{
         ATTEMPTS_ENV: attempts, OUTCOMES_ENV: outcomes,
         FREEZE_ENV: "%d:%g" % (pid, THAW_AFTER), MARKER_ENV: str(tmp_path / "frozen-once"),
-    }
+    })
     task = {"name": "create", "resilient.virt.vm": {
         "name": name, "vcpus": 1, "memory_mb": 64, "state": "running", "resilience": RESILIENCE}}
     store = "sqlite:///%s" % (tmp_path / "state.db")

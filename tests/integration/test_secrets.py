@@ -21,7 +21,8 @@ import pytest
 
 from playbook_runner import play, run_playbook
 
-MODULES = ("vm", "vm_info", "provider", "circuit_breaker", "failover_reservation", "vm_fleet")
+MODULES = ("vm", "vm_info", "provider", "circuit_breaker", "failover_reservation", "vm_fleet",
+           "backup", "backup_status")
 
 
 def _secret(kind):
@@ -78,6 +79,8 @@ def test_argument_errors_of_every_module_show_no_secret(lab, tmp_path, secrets):
         _task("failover_reservation", "failover_reservation", requirements={"*": 1},
               max_vms_to_process="many"),
         _task("vm_fleet", "vm_fleet", owner="sec", vms=[], max_attempts="many"),
+        _task("backup", "backup", provider="vc", vm="x", keep_last="many"),
+        _task("backup_status", "backup_status", mode="bogus"),
     ]
     defaults = {"providers": _catalog(lab), "state_store": "redis://:{{ redis }}@127.0.0.1:1/0"}
     human, run = _run_both(tmp_path, [play(tasks, module_defaults=defaults)], secrets)
@@ -112,6 +115,8 @@ def test_errors_after_the_arguments_show_no_secret(lab, tmp_path, secrets):
             "password": "{{ vc }}"}),
         _task("vm_info", "store unreachable", provider="hv1",
               state_store="redis://:{{ redis }}@127.0.0.1:1/0"),
+        _task("backup", "backup", provider="kvm", vm="x"),
+        _task("backup_status", "backup_status", mode="reconcile"),
     ]
     # as AWX injects a credential: into the environment of ansible-playbook itself (a task's
     # own `environment:` keyword is printed by Ansible at -vvv, whatever the module does)
@@ -127,7 +132,7 @@ def test_errors_after_the_arguments_show_no_secret(lab, tmp_path, secrets):
                 "failover_reservation": "Unavailable", "vm_fleet": "Unavailable",
                 "unknown secret option": "InvalidSpec",
                 "credentials in the host": "InvalidSpec", "store unreachable": "Unavailable",
-                "store from the environment unreachable": "Unavailable"}
+                "store from the environment unreachable": "Unavailable", "backup": "Unavailable"}
     for title, kind in expected.items():
         result = run.task(title)
         assert result.failed and result["error"]["type"] == kind, result
@@ -135,6 +140,8 @@ def test_errors_after_the_arguments_show_no_secret(lab, tmp_path, secrets):
     assert "provider.host" in run.task("credentials in the host")["msg"]
     assert "state store redis://***@127.0.0.1:1/0" in run.task("store unreachable")["msg"]
     assert run.task("circuit_breaker")["changed"] is True
+    assert run.task("backup")["record"]["phase"] == "Failed"  # the record is in the store file
+    assert not run.task("backup_status").failed
     # the store file holds the breaker of vc and of the failed calls: no secret in it
     for run_name in ("human", "parsed"):
         path = str(tmp_path / (run_name + "-state.db"))
@@ -169,6 +176,11 @@ def test_a_successful_play_shows_no_secret(lab, vsphere, start_redis, tmp_path, 
             {"name": name + "-f", "provider": "hv1", "vcpus": 1, "memory_mb": 64},
             {"name": name + "-f", "provider": "vcsim", "vcpus": 1, "memory_mb": 64}]),
         _task("vm_fleet", "vm_fleet prune", owner=name, vms=[], prune=True, max_prune="100%"),
+        _task("vm", "vm for backups", provider="vcsim", name=name + "-b", vcpus=1, memory_mb=64),
+        _task("backup", "backup", provider="vcsim", vm=name + "-b", name=name + "-b1"),
+        _task("backup_status", "backup_status", mode="reconcile"),
+        _task("backup", "backup absent", provider="vcsim", name=name + "-b1", state="absent"),
+        _task("vm", "vm for backups absent", provider="vcsim", name=name + "-b", state="absent"),
     ]
     defaults = {"providers": dict((k, v) for k, v in catalog.items() if k != "kvm"),
                 "state_store": "redis://:{{ redis }}@127.0.0.1:%d/0" % server.port}
@@ -177,6 +189,7 @@ def test_a_successful_play_shows_no_secret(lab, vsphere, start_redis, tmp_path, 
         assert not task.failed, task
     assert run.task("vm_fleet")["summary"]["created"] == 2
     assert run.task("vm_fleet prune")["summary"]["pruned"] == 2
+    assert run.task("backup")["record"]["phase"] == "Completed"
     assert "provider.protocol is http" in human.output  # the simulator's warning is shown...
     _assert_hidden(all_secrets, human.output, run.output)  # ...without its password
     _assert_hidden(all_secrets, server.keys_and_values())

@@ -1,9 +1,10 @@
-"""Break the failover planner and the fleet reconciler on purpose, one way at a time, and show
-that the tests notice.
+"""Break the failover planner, the fleet reconciler and the backup records on purpose, one way
+at a time, and show that the tests notice.
 
 Each mutant is a small edit of the code: drop a VM from an evacuation, let a slot land on the
 VM's own host, ignore a zone, a trait or the free capacity, retry a fleet's VM before its
-backoff, prune a VM without the owner's marker... For each one the tree is copied, the edit
+backoff, prune a VM without the owner's marker, reopen a final backup phase, give up a status
+write early... For each one the tree is copied, the edit
 applied to the copy and the unit tests of the edited package run there
 (``tests/unit/module_utils/<package>``); a mutant the tests do not fail on is a hole in the
 proof, and the run exits 1. An edit whose original text is no longer in
@@ -22,6 +23,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAILOVER = "plugins/module_utils/_failover/"
 FLEET = "plugins/module_utils/_fleet/"
+BACKUP = "plugins/module_utils/_backup/"
 
 # name: (file, original text, mutated text, what it breaks)
 MUTANTS = {
@@ -142,6 +144,31 @@ MUTANTS = {
         "            self._rounds(_interleave(again), executor, outcomes)\n",
         "",
         "VMs refused while a breaker's probe was in flight are left deferred"),
+    "backup-final-phase-reopened": (
+        BACKUP + "phases.py",
+        "    COMPLETED: (),\n",
+        "    COMPLETED: (IN_PROGRESS,),\n",
+        "a Completed record can be moved back to InProgress"),
+    "backup-no-last-attempt-at-deadline": (
+        BACKUP + "status_write.py",
+        "    deadline = Deadline.after(resource_timeout if critical else None, clock)\n",
+        "    deadline = Deadline.after((resource_timeout - 5) if critical else None, clock)\n",
+        "a critical status write gives up before resource_timeout"),
+    "backup-store-failure-not-retried": (
+        BACKUP + "status_write.py",
+        "        except StoreUnavailable as err:\n            if not critical:",
+        "        except StoreUnavailable as err:\n            if True:",
+        "a critical status write is lost at the first store failure"),
+    "backup-lease-ignored": (
+        BACKUP + "records.py",
+        "        if held and not override:\n",
+        "        if False:\n",
+        "another run writes a record while its owner's lease runs"),
+    "backup-retention-breaks-chains": (
+        BACKUP + "operations.py",
+        "        while parent in by_name and parent not in keep:\n",
+        "        while False:\n",
+        "keep_last deletes the full backup a kept incremental one builds on"),
 }
 
 

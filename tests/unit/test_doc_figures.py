@@ -2,7 +2,7 @@
 
 docs/bench-report.md is the report ``bench/run.py`` wrote; the "How fast" section of the README,
 the "Reading the results" section of docs/benchmarks.md, the "Performance" sections of
-docs/inventory.md and docs/fleet.md and the costs in docs/execution.md quote it. A number there that the
+docs/inventory.md, docs/fleet.md and docs/backup.md and the costs in docs/execution.md quote it. A number there that the
 report does not contain was measured by hand, mixed from several runs, or left over from an
 older run.
 """
@@ -33,6 +33,7 @@ def _numbers(text):
                                            ("docs/benchmarks.md", "## Reading the results"),
                                            ("docs/inventory.md", "## Performance"),
                                            ("docs/fleet.md", "## Performance"),
+                                           ("docs/backup.md", "## Performance"),
                                            ("docs/execution.md",
                                             "## What it costs, and what it does not leak")])
 def test_quoted_figures_come_from_the_documented_run(path, heading):

@@ -15,13 +15,15 @@ from ansible_collections.resilient.virt.plugins.module_utils._convert import to_
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, field_error, field_errors)
 
-__all__ = ("OWNER_KEY", "STATES", "FIELDS", "DesiredVM", "check_owner", "desired_fleet")
+__all__ = ("OWNER_KEY", "STATES", "FIELDS", "PATTERNS", "DesiredVM", "check_owner",
+           "desired_fleet")
 
 OWNER_KEY = "resilient_virt_owner"  # metadata key of the marker on every VM a fleet creates
 STATES = ("present", "running", "stopped", "absent")
 SPEC_FIELDS = ("vcpus", "memory_mb", "disks", "interfaces", "boot", "metadata", "tags")
 FIELDS = ("name", "provider", "state") + SPEC_FIELDS
 _OWNER = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+PATTERNS = (_OWNER,)  # compiled ahead by a controller that preloads the collection
 MAX_REPORTED = 50  # problems listed in one error; the count says how many more there were
 
 

@@ -12,7 +12,11 @@ import re
 from ansible_collections.resilient.virt.plugins.module_utils._fleet.desired import OWNER_KEY
 from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
 
-__all__ = ("PruneLimit", "owned", "candidates", "check_limit")
+__all__ = ("PATTERNS", "PruneLimit", "owned", "candidates", "check_limit")
+
+
+_LIMIT = r"^(\d+)\s*(%?)$"
+PATTERNS = (_LIMIT,)  # compiled ahead by a controller that preloads the collection
 
 
 class PruneLimit:
@@ -20,7 +24,7 @@ class PruneLimit:
 
     def __init__(self, value):
         text = str(value).strip()
-        match = re.match(r"^(\d+)\s*(%?)$", text) if not isinstance(value, bool) else None
+        match = re.match(_LIMIT, text) if not isinstance(value, bool) else None
         if match is None or (match.group(2) and int(match.group(1)) > 100):
             raise field_error("max_prune", "%r: use a whole number of VMs (5) or a percentage of "
                               "this owner's VMs from 0%% to 100%% ('10%%')" % (value,))

@@ -2,7 +2,9 @@
 
 Operation classes (they pick the time limit of each attempt): validate -> ``validate``;
 list_hypervisors, list_vms, list_vm_summaries, describe -> ``describe``; create, delete, power, reconfigure,
-migrate -> ``mutating``; task_status -> ``task_status``.
+migrate -> ``mutating``; task_status -> ``task_status``. Backup hooks (``hookspecs.py``):
+backup_prepare, backup_list -> ``describe``; backup_start, backup_cancel, backup_delete ->
+``mutating``; backup_poll -> ``task_status``.
 
 Each attempt calls the ``resilient_virt_before_call`` hooks, then the backend; failures are
 classified by the backend's ``classify_error``, then the ``resilient_virt_classify_error`` hook,
@@ -12,7 +14,8 @@ attempt abandoned after its time limit makes the backend drop its connection (``
 Before retrying a mutating call, a look at the provider decides whether an earlier attempt
 already did the work: create -> a VM of that name exists; delete -> the VM is gone; power ->
 the VM is in the wanted state (on: running; off, shutdown: stopped; reboot is always redone);
-reconfigure -> vCPUs and memory have the wanted values; migrate -> the VM is on the target.
+reconfigure -> vCPUs and memory have the wanted values; migrate -> the VM is on the target;
+backup_start -> polling the handle finds the operation (running or finished).
 
 A graceful shutdown that the guest does not finish within its timeout raises Timeout at once:
 the provider answered, so it is neither retried nor counted by the circuit breaker.
@@ -22,16 +25,20 @@ platform would refuse or mishandle never reaches it. Error messages are scrubbed
 provider's secrets before the breaker records them and the caller sees them.
 """
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    NotFound, Timeout, VirtError, field_error)
+    NotFound, NotSupported, Timeout, VirtError, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.policy import Policy
 
-__all__ = ("GuardedProvider", "OPERATION_CLASS")
+__all__ = ("GuardedProvider", "OPERATION_CLASS", "BACKUP_OPERATION_CLASS")
 
 OPERATION_CLASS = {
     "validate": "validate", "list_hypervisors": "describe", "list_vms": "describe",
     "list_vm_summaries": "describe",
     "describe": "describe", "create": "mutating", "delete": "mutating", "power": "mutating",
     "reconfigure": "mutating", "migrate": "mutating", "task_status": "task_status",
+}
+BACKUP_OPERATION_CLASS = {
+    "backup_prepare": "describe", "backup_list": "describe", "backup_start": "mutating",
+    "backup_cancel": "mutating", "backup_delete": "mutating", "backup_poll": "task_status",
 }
 _POWER_STATE = {"on": "running", "off": "stopped", "shutdown": "stopped"}
 
@@ -228,6 +235,28 @@ class GuardedProvider:
         hook = getattr(self.hook, "resilient_virt_" + operation)
         return self._guard(operation, "mutating", lambda: hook(
             provider=self.provider, reservation=reservation), {"reservation": reservation})
+
+    def backup(self, operation, **arguments):
+        """Call the backup hook ``resilient_virt_<operation>`` (see ``hookspecs.py``) with
+        ``arguments``; NotSupported when no plugin serves this provider."""
+        op_class = BACKUP_OPERATION_CLASS[operation]
+        hook = None if self.hook is None else getattr(self.hook, "resilient_virt_" + operation)
+
+        def work():
+            answer = None if hook is None else hook(provider=self.provider, **arguments)
+            if answer is None:
+                raise NotSupported("the %s provider %s cannot %s: no plugin implements backups "
+                                   "for it" % (self.type_name, self.key,
+                                               operation.replace("_", " ")))
+            return answer
+
+        look = None
+        if operation == "backup_start":
+            def look():
+                status = self.hook.resilient_virt_backup_poll(provider=self.provider,
+                                                              handle=arguments["handle"])
+                return bool(status) and status.get("state") != "missing", arguments["handle"]
+        return self._guard(operation, op_class, work, arguments, look)
 
     def close(self):
         self.provider.close()

@@ -9,7 +9,9 @@ backends are found through the entry point group :data:`ENTRY_POINT_GROUP`, read
 requested type is not built in: the entry point named like the type is loaded, or, when none
 has that name, every entry point of the group. Observer plugins listed in the environment
 variable :data:`PLUGINS_ENV` (``package.module`` or ``package.module:object``, comma
-separated) or passed as ``plugins`` are registered for every provider.
+separated) or passed as ``plugins`` are registered for every provider. The backup hooks of a
+built-in backend are a :class:`BuiltinBackups` plugin registered with it, which imports the
+backend's backup module on the first backup call: opening a provider does not load backup code.
 """
 import importlib
 import os
@@ -17,9 +19,11 @@ import os
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Internal, InvalidSpec, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import Provider
+from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
 
-__all__ = ("BUILTIN_BACKENDS", "ENTRY_POINT_GROUP", "PLUGINS_ENV", "plugin_manager",
-           "provider_class", "provider_key", "open_provider", "installed_entry_points")
+__all__ = ("BUILTIN_BACKENDS", "BUILTIN_BACKUPS", "BuiltinBackups", "ENTRY_POINT_GROUP",
+           "PLUGINS_ENV", "plugin_manager", "provider_class", "provider_key", "open_provider",
+           "installed_entry_points")
 
 
 def _libvirt_backend():
@@ -32,8 +36,53 @@ def _vsphere_backend():
     return vsphere_backend
 
 
+def _libvirt_backups():
+    from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt import backup as libvirt_backup
+    return libvirt_backup
+
+
+def _vsphere_backups():
+    from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere import backup as vsphere_backup
+    return vsphere_backup
+
+
+class BuiltinBackups:
+    """The ``resilient_virt_backup_*`` hooks of a built-in backend: each calls
+    ``backup_<operation>`` of the module ``load()`` imports, on first use."""
+
+    def __init__(self, load):
+        self._load = load
+
+    @hookimpl
+    def resilient_virt_backup_prepare(self, provider, request):
+        return self._load().backup_prepare(provider, request)
+
+    @hookimpl
+    def resilient_virt_backup_start(self, provider, handle):
+        return self._load().backup_start(provider, handle)
+
+    @hookimpl
+    def resilient_virt_backup_poll(self, provider, handle):
+        return self._load().backup_poll(provider, handle)
+
+    @hookimpl
+    def resilient_virt_backup_cancel(self, provider, handle):
+        return self._load().backup_cancel(provider, handle)
+
+    @hookimpl
+    def resilient_virt_backup_list(self, provider, vm):
+        return self._load().backup_list(provider, vm)
+
+    @hookimpl
+    def resilient_virt_backup_delete(self, provider, artifact):
+        return self._load().backup_delete(provider, artifact)
+
+
 # type name -> function importing the backend module (a plugin with module-level hookimpls)
 BUILTIN_BACKENDS = {"libvirt": _libvirt_backend, "vsphere": _vsphere_backend}
+# type name -> the plugin with its backup hooks
+BUILTIN_BACKUPS = {"libvirt": BuiltinBackups(_libvirt_backups),
+                   "vsphere": BuiltinBackups(_vsphere_backups)}
 ENTRY_POINT_GROUP = "resilient_virt.providers"
 PLUGINS_ENV = "RESILIENT_VIRT_PLUGINS"
 
@@ -100,6 +149,7 @@ def _load_plugins(manager, type_name):
     """
     if type_name in BUILTIN_BACKENDS:
         _register(manager, BUILTIN_BACKENDS[type_name]())
+        _register(manager, BUILTIN_BACKUPS[type_name])
         return []
     entry_points = installed_entry_points()
     try:

@@ -120,3 +120,80 @@ def resilient_virt_release_capacity(provider: Provider,
     when not supported. firstresult. Called through ``GuardedProvider.release_capacity`` like a
     mutating provider call, so the implementation must be idempotent.
     """
+
+
+# -- backups ----------------------------------------------------------------------------------
+# A backup or a restore is one provider operation followed through a handle: ``prepare`` plans
+# it without changing anything, the collection writes the handle to the backup record, then
+# ``start`` starts it, and ``poll`` follows it, from this process or from a later run that adopts
+# the record after its owner died. Every hook is firstresult: a plugin answers None for a
+# provider it does not serve; when no plugin answers, the operation raises NotSupported.
+# Implementations make one attempt: calls are guarded like provider calls (time limit, retries,
+# circuit breaker), prepare/poll/list as reads, start/cancel/delete as changing calls.
+#
+# ``request`` (to prepare):
+#   {"kind": "backup", "name": record name, "vm": VM name, "incremental": bool,
+#    "parent": the artifact of the backup an incremental one builds on, or None}
+#   {"kind": "restore", "name": record name, "vm": VM the backup was taken of,
+#    "backup": the artifact to restore (an incremental one names its chain through "parent"),
+#    "target": VM name to restore to (the same VM, stopped, or a new name)}
+# ``handle``: a JSON-able dict (at most a few KiB) that names the operation on the provider,
+#   with everything poll/cancel need, including ``kind`` and ``name`` from the request.
+# ``artifact``: a JSON-able dict describing a stored backup: ``name`` (the record name),
+#   ``vm``, ``incremental`` (bool), ``parent`` (name of the backup it builds on, or None),
+#   ``location`` (where it lives, e.g. a path or a snapshot), ``size_bytes`` (or None),
+#   ``created_at`` (RFC 3339 UTC) and ``complete`` (False for an incomplete leftover), plus
+#   anything else the backend needs to restore or delete it.
+
+
+@hookspec(firstresult=True)
+def resilient_virt_backup_prepare(provider: Provider, request: dict[str, Any]) -> dict[str, Any] | None:
+    """Plan a backup or restore of ``request`` and return its handle, changing nothing.
+
+    Check what can be checked without changing anything (the VM exists and can be backed up,
+    an incremental backup's parent is usable, a restore target is stopped or absent) and raise
+    InvalidSpec, Conflict or NotSupported with the fix. The same request must give the same
+    handle, so that a retried ``start`` finds the operation an earlier attempt started.
+    firstresult; called as a read.
+    """
+
+
+@hookspec(firstresult=True)
+def resilient_virt_backup_start(provider: Provider, handle: dict[str, Any]) -> dict[str, Any] | None:
+    """Start the operation of ``handle``; return the handle, completed with what only the start
+    knows (a task id). Idempotent: when the operation already runs or has finished, return
+    without starting it again. May finish the work before returning (a copy of a stopped VM's
+    disks); ``poll`` then reports it completed. firstresult; called as a changing call, looked
+    before retrying (a poll that finds the operation counts as started).
+    """
+
+
+@hookspec(firstresult=True)
+def resilient_virt_backup_poll(provider: Provider, handle: dict[str, Any]) -> dict[str, Any] | None:
+    """The state of the operation of ``handle``: a dict with ``state`` one of ``running``,
+    ``completed``, ``failed``, ``cancelled`` or ``missing`` (the provider knows nothing of it:
+    never started, or its traces are gone), ``progress`` (0-100, or None), ``message`` (why it
+    failed), ``warnings`` (list) and, when completed, ``artifact`` (for a backup; what it
+    stored) or ``vm`` (for a restore; the restored VM's name). A backup whose files are not all
+    complete is never reported completed. firstresult; called as a task status read.
+    """
+
+
+@hookspec(firstresult=True)
+def resilient_virt_backup_cancel(provider: Provider, handle: dict[str, Any]) -> bool | None:
+    """Cancel the operation of ``handle`` and remove what it left half-made; True when it is
+    cancelled or was not running. Idempotent. firstresult; called as a changing call."""
+
+
+@hookspec(firstresult=True)
+def resilient_virt_backup_list(provider: Provider, vm: str | None) -> list[dict[str, Any]] | None:
+    """The backups stored on the provider, of ``vm`` or of every VM (``vm`` None): a list of
+    artifacts, incomplete leftovers included with ``complete`` False. firstresult; called as a
+    read."""
+
+
+@hookspec(firstresult=True)
+def resilient_virt_backup_delete(provider: Provider, artifact: dict[str, Any]) -> bool | None:
+    """Delete the stored backup ``artifact`` (as listed, or as ``poll`` returned it); True when
+    it is gone, also when it was already gone. Idempotent. firstresult; called as a changing
+    call."""

@@ -24,13 +24,14 @@ from ansible.module_utils.testing import patch_module_args
 from ansible_collections.resilient.virt.plugins.module_utils import errors
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import COMMON_OPTIONS
 from ansible_collections.resilient.virt.plugins.modules import (
-    circuit_breaker, failover_reservation, provider, vm, vm_fleet, vm_info)
+    backup, backup_status, circuit_breaker, failover_reservation, provider, vm, vm_fleet, vm_info)
 
 MODULES = {
     "vm": vm.VmModule, "vm_info": vm_info.VmInfoModule, "provider": provider.ProviderModule,
     "circuit_breaker": circuit_breaker.CircuitBreakerModule,
     "failover_reservation": failover_reservation.FailoverReservationModule,
     "vm_fleet": vm_fleet.VmFleetModule,
+    "backup": backup.BackupModule, "backup_status": backup_status.BackupStatusModule,
 }
 TAXONOMY = {name for name in errors.__all__ if isinstance(getattr(errors, name), type)
             and issubclass(getattr(errors, name), errors.VirtError)} - {"VirtError", "Retryable",
@@ -81,6 +82,8 @@ VALID = {  # a working call of each module, for fuzzing one field at a time
     "failover_reservation": dict(FLEET, requirements={"*": 1}),
     "vm_fleet": {"provider": GOOD_PROVIDER, "owner": "fuzz",
                  "vms": [{"name": "fuzz-fleet", "vcpus": 1, "memory_mb": 64}]},
+    "backup": {"provider": GOOD_PROVIDER, "vm": "test", "wait": False},
+    "backup_status": {"mode": "reconcile", "provider": GOOD_PROVIDER},
 }
 
 
@@ -168,6 +171,15 @@ def test_any_arguments_end_in_success_or_a_typed_error(name, store_url):
     ("vm_fleet", {"provider": GOOD_PROVIDER, "owner": "o", "vms": [], "max_prune": "200%"}),
     ("vm_fleet", {"provider": GOOD_PROVIDER, "owner": "o", "vms": [], "round_size": 0}),
     ("vm_fleet", {"provider": GOOD_PROVIDER, "owner": "o", "vms": [], "backoff_min": "2h"}),
+    ("backup", {"provider": GOOD_PROVIDER, "vm": "test", "keep_last": 0}),
+    ("backup", {"provider": GOOD_PROVIDER, "vm": "test", "timeout": "-1"}),
+    ("backup", {"provider": GOOD_PROVIDER, "vm": "test", "name": "a/b"}),
+    ("backup", {"provider": GOOD_PROVIDER, "state": "restored"}),
+    ("backup", {"provider": GOOD_PROVIDER, "state": "absent"}),
+    ("backup", {"provider": GOOD_PROVIDER, "vm": "test", "resource_timeout": "0"}),
+    ("backup", {"provider": GOOD_PROVIDER, "vm": "test", "lease": "soon"}),
+    ("backup_status", {"mode": "wait"}),
+    ("backup_status", {"mode": "set", "name": "x"}),
 ])
 def test_known_bad_inputs_are_invalid_spec(name, args, store_url):
     result, printed = run_module(MODULES[name], dict(args, state_store=store_url))

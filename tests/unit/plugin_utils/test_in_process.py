@@ -85,3 +85,12 @@ def test_long_argument_lists_are_summed_up_in_the_invocation():
 
     params = {"vms": [{"uuid": str(i)} for i in range(ECHO_LIMIT + 1)], "small": [1, 2], "x": "y"}
     assert echo(params) == {"vms": "(%d items, not echoed)" % (ECHO_LIMIT + 1), "small": [1, 2], "x": "y"}
+
+
+def test_the_preloaded_code_is_frozen_out_of_the_garbage_collector_for_the_workers():
+    """What load() brought in survives every worker forked after it, untraversed by the GC."""
+    import gc
+
+    assert ip.AVAILABLE and ip.CLASSES  # the controller preloaded the collection
+    assert gc.get_freeze_count() > 10000
+    assert set(ip.CLASSES) == set(ip.MODULES)

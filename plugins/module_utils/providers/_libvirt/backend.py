@@ -9,7 +9,8 @@ hung daemon), and ``close()`` itself gives up after a few seconds.
 
 The host is reported as one hypervisor named by ``provider.name`` (else the host name), in
 availability zone ``provider.az``, with ``provider.traits``. libvirt is synchronous (no task
-ids), so ``task_status`` is not a capability; neither is ``migrate``.
+ids), so ``task_status`` is not a capability; neither is ``migrate``. Backups are in
+``backup.py``, loaded on the first backup call (``_registry.BuiltinBackups``).
 """
 import fnmatch
 import re
@@ -27,11 +28,13 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import (
     DOMAIN_TYPES, managed_volumes, name_problem, parse_domain_xml)
 
-__all__ = ("LibvirtProvider", "resilient_virt_provider_types")
+__all__ = ("LibvirtProvider", "resilient_virt_provider_types", "PATTERNS")
 
 DEFAULT_SHUTDOWN_TIMEOUT = 60.0
 CLOSE_TIMEOUT = 5.0
 POLL_INTERVAL = 0.25
+_URI = r"^[a-z][a-z0-9]*(\+[a-z0-9]+)?://\S*$"
+PATTERNS = (_URI,)  # compiled ahead by a controller that preloads the collection
 _URI_HELP = ("use e.g. qemu:///system, qemu+ssh://user@host/system, "
              "qemu+unix:///system?socket=/path/to/libvirt-sock or test:///default")
 # virDomainState -> VM state
@@ -42,7 +45,8 @@ _PAUSED = (3, 7)
 # libvirt error code names per taxonomy class; names missing from an old libvirt are skipped
 _CODES = (
     (NotFound, ("NO_DOMAIN", "NO_NETWORK", "NO_STORAGE_POOL", "NO_STORAGE_VOL",
-                "NO_DOMAIN_SNAPSHOT", "NO_NODE_DEVICE", "NO_INTERFACE")),
+                "NO_DOMAIN_SNAPSHOT", "NO_NODE_DEVICE", "NO_INTERFACE", "NO_DOMAIN_CHECKPOINT",
+                "NO_DOMAIN_BACKUP")),
     (Unauthorized, ("AUTH_FAILED", "AUTH_CANCELLED", "AUTH_UNAVAILABLE", "ACCESS_DENIED",
                     "OPERATION_DENIED")),
     (Unavailable, ("NO_CONNECT", "RPC", "INVALID_CONN")),
@@ -129,6 +133,8 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
         "password": Option(secret=True, doc="Password for libvirt authentication, when asked."),
         "storage_pool": Option(default="default",
                                doc="Storage pool where disks given by size_gb are created."),
+        "backup_pool": Option(default="backups",
+                              doc="Directory storage pool where backups are stored (backup.py)."),
         "domain_type": Option(default="qemu", choices=DOMAIN_TYPES,
                               doc="Domain type of new VMs: qemu (emulation) or kvm."),
         "cpu_allocation_ratio": Option(kind="ratio", default=1.0,
@@ -138,7 +144,7 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
 
     def __init__(self, config):
         super().__init__(config)
-        if not re.match(r"^[a-z][a-z0-9]*(\+[a-z0-9]+)?://\S*$", self.config["uri"]):
+        if not re.match(_URI, self.config["uri"]):
             raise field_error("provider.uri", "%r is not a libvirt URI; %s"
                               % (redact(self.config["uri"]), _URI_HELP))
         self._hostname = None

@@ -154,11 +154,15 @@ def _sub(parent, tag, text=None, **attrs):
 
 
 def volume_xml(name, size_gb, fmt):
-    """Storage volume XML for a new disk of ``size_gb`` GiB in format ``fmt``."""
+    """Storage volume XML for a new disk of ``size_gb`` GiB in format ``fmt``; qcow2 as v3
+    (compat 1.1: libvirt makes v2 otherwise), which running backups with checkpoints need."""
     root = ET.Element("volume")
     _sub(root, "name", name)
     _sub(root, "capacity", size_gb, unit="GiB")
-    _sub(_sub(root, "target"), "format", type=fmt)
+    target = _sub(root, "target")
+    _sub(target, "format", type=fmt)
+    if fmt == "qcow2":
+        _sub(target, "compat", "1.1")
     return ET.tostring(root, encoding="unicode")
 
 

@@ -69,6 +69,27 @@ def test_only_the_requested_builtin_backend_is_imported_and_nothing_heavy():
     assert out.stdout.split() == ["[]", "True"], out.stderr
 
 
+def test_backup_code_is_imported_by_the_first_backup_call_not_by_opening_a_provider(tmp_path):
+    script = (
+        "import sys; sys.path.insert(0, %r)\n"
+        "from ansible_collections.resilient.virt.plugins.module_utils.providers import _registry as registry\n"
+        "from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store\n"
+        "guarded = registry.open_provider({'type': 'libvirt', 'uri': 'test:///default'}, "
+        "store=open_store('sqlite://%s/s.db'))\n"
+        "name = registry.__name__.replace('_registry', '_libvirt.backup')\n"
+        "before = [m for m in sys.modules if '_libvirt.backup' in m or m.endswith('restore')]\n"
+        "try:\n"
+        "    guarded.backup('backup_list', vm=None)\n"
+        "except Exception as exc:\n"
+        "    answer = exc\n"
+        "print(before, name in sys.modules, type(answer).__name__)\n"
+        % (COLLECTIONS, tmp_path))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=False, timeout=60)
+    # the test driver has no pool "backups": the backup code loaded and answered
+    assert out.stdout.split() == ["[]", "True", "InvalidSpec"], out.stdout + out.stderr
+
+
 def test_an_unknown_or_missing_type_names_provider_type_and_lists_known_types():
     with pytest.raises(InvalidSpec) as info:
         registry.provider_class("hyperv")

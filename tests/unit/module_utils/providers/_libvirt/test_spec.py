@@ -143,3 +143,5 @@ def test_volume_xml_is_a_volume_of_the_given_size_and_format():
     assert root.findtext("name") == "v&1"
     assert (root.findtext("capacity"), root.find("capacity").get("unit")) == ("3", "GiB")
     assert root.find("target/format").get("type") == "qcow2"
+    assert root.findtext("target/compat") == "1.1"  # qcow2 v3: running backups need it
+    assert ET.fromstring(dom.volume_xml("r", 1, "raw")).find("target/compat") is None

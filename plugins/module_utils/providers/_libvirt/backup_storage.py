@@ -1,0 +1,392 @@
+"""The backup pool of the libvirt provider: its volumes, the markers (written and read through
+libvirt streams) and the list of the backups it holds; the layout is described in ``backup.py``.
+Also what ``backup_jobs.py`` and ``restore.py`` share: libvirt and its errors (through the
+backend, which imports libvirt on first use), request fields, the disks of domain XML and the
+status ``poll`` answers.
+"""
+import json
+import re
+import xml.etree.ElementTree as ET
+
+from ansible_collections.resilient.virt.plugins.module_utils._time import format_time
+from ansible_collections.resilient.virt.plugins.module_utils.errors import (
+    Conflict, Internal, field_error)
+
+__all__ = ("FORMAT", "is_error", "libvirt", "text_field", "record_name", "domain_disks",
+           "volume_xml", "backing_path", "directory_pool", "find_volume", "volume_at",
+           "being_copied", "drop_volume", "forget_volumes", "read_marker", "write_marker",
+           "artifact_of", "drop_backup_volumes", "poll_status", "missing_status",
+           "volumes_by_backup", "list_backups")
+
+FORMAT = "resilient.virt/libvirt-backup/1"
+RECORD_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+_VOLUME_RE = re.compile(r"^([A-Za-z0-9_.-]+)\.([a-z]+)\.qcow2$")
+_MARKER_RE = re.compile(r"^([A-Za-z0-9_.-]+)\.json$")
+_MAX_MARKER = 1024 * 1024
+_CHUNK = 256 * 1024
+_POOL_TYPES = ("dir", "fs", "netfs")
+_POOL_HELP = {"backup_pool": "/var/lib/libvirt/backups", "storage_pool": "/var/lib/libvirt/images"}
+
+
+def _backend():
+    from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt import backend
+    return backend
+
+
+def is_error(exc, *names):
+    """True when ``exc`` is a libvirt error with one of the code ``names``."""
+    return _backend()._is(exc, *names)
+
+
+def libvirt():
+    """The libvirt module, imported by the backend on first use."""
+    return _backend()._libvirt()
+
+
+# -- small readers ------------------------------------------------------------------------------
+def text_field(mapping, key, path):
+    """The non-empty string ``mapping[key]``; ``path`` names it in the error."""
+    value = mapping.get(key) if isinstance(mapping, dict) else None
+    if not isinstance(value, str) or not value:
+        raise field_error(path, "must be a non-empty string, got %r" % (value,))
+    return value
+
+
+def record_name(mapping, key, path):
+    """A record name (``[A-Za-z0-9_.-]+``) read from ``mapping[key]``."""
+    name = text_field(mapping, key, path)
+    if not RECORD_RE.match(name) or name in (".", "..") or len(name) > 200:
+        raise field_error(path, "%r: a backup record name is 1 to 200 of A-Z a-z 0-9 _ . - "
+                                "(not . or ..)" % name)
+    return name
+
+
+def domain_disks(xml):
+    """Every disk of domain XML: [{target, device, type, format, path}]."""
+    found = []
+    for node in ET.fromstring(xml).findall("devices/disk"):
+        target, source, driver = node.find("target"), node.find("source"), node.find("driver")
+        found.append({"target": None if target is None else target.get("dev"),
+                      "device": node.get("device", "disk"), "type": node.get("type"),
+                      "format": None if driver is None else driver.get("type"),
+                      "path": None if source is None else source.get("file") or source.get("dev")})
+    return found
+
+
+def volume_xml(name, capacity, fmt="qcow2", backing=None):
+    """The XML of a new volume ``name`` of ``capacity`` bytes in format ``fmt`` (qcow2 v3 by
+    default), on the qcow2 image ``backing`` when given."""
+    root = ET.Element("volume")
+    ET.SubElement(root, "name").text = name
+    ET.SubElement(root, "capacity", unit="bytes").text = str(int(capacity))
+    ET.SubElement(root, "allocation", unit="bytes").text = "0"
+    target = ET.SubElement(root, "target")
+    ET.SubElement(target, "format", type=fmt)
+    if fmt == "qcow2":
+        ET.SubElement(target, "compat").text = "1.1"  # v3: bitmaps, zero clusters
+    if backing:
+        store = ET.SubElement(root, "backingStore")
+        ET.SubElement(store, "path").text = backing
+        ET.SubElement(store, "format", type="qcow2")
+    return ET.tostring(root, encoding="unicode")
+
+
+def backing_path(vol):
+    """Path of the backing image of volume ``vol``, or None."""
+    path = ET.fromstring(vol.XMLDesc(0)).findtext("backingStore/path")
+    return path or None
+
+
+# -- pools and volumes --------------------------------------------------------------------------
+def directory_pool(provider, conn, option, name=None):
+    """The active directory pool of ``provider.<option>`` (or ``name``), with the fix when not."""
+    name = name or provider.config[option]
+    field = "provider." + option
+    create = ("virsh pool-define-as %s dir --target %s && virsh pool-build %s && virsh "
+              "pool-start %s && virsh pool-autostart %s"
+              % (name, _POOL_HELP[option], name, name, name))
+    try:
+        pool = conn.storagePoolLookupByName(name)
+    except Exception as exc:
+        if not is_error(exc, "NO_STORAGE_POOL"):
+            raise
+        raise field_error(field, "storage pool %r does not exist on %s; create it (%s) or set %s "
+                                 "to an existing directory pool" % (name, provider.key, create,
+                                                                    field), cause=exc) from exc
+    if not pool.isActive():
+        raise Conflict("storage pool %r (%s) on %s is not active; start it (virsh pool-start %s "
+                       "&& virsh pool-autostart %s)" % (name, field, provider.key, name, name))
+    kind = ET.fromstring(pool.XMLDesc(0)).get("type")
+    if kind not in _POOL_TYPES:
+        raise field_error(field, "storage pool %r on %s is a %s pool; backups need a directory "
+                                 "pool (%s)" % (name, provider.key, kind, create))
+    return pool
+
+
+def find_volume(pool, name):
+    """The volume ``name`` of ``pool``, or None."""
+    try:
+        return pool.storageVolLookupByName(name)
+    except Exception as exc:
+        if is_error(exc, "NO_STORAGE_VOL"):
+            return None
+        raise
+
+
+def volume_at(conn, path):
+    """The volume at ``path`` in any storage pool, or None."""
+    try:
+        return conn.storageVolLookupByPath(path)
+    except Exception as exc:
+        if is_error(exc, "NO_STORAGE_VOL"):
+            return None
+        raise
+
+
+def being_copied(conn, vol):
+    """True while libvirt still writes ``vol`` (a copy in progress): it refuses to read it."""
+    stream = conn.newStream(0)
+    try:
+        vol.download(stream, 0, 1, 0)
+    except Exception as exc:
+        if is_error(exc, "OPERATION_INVALID"):
+            return True
+        raise
+    try:
+        stream.abort()
+    except Exception:  # noqa: BLE001 - the probe's stream is dropped either way
+        pass
+    return False
+
+
+def drop_volume(conn, vol, what):
+    """Delete ``vol`` (gone already is fine); Conflict while libvirt still copies into it."""
+    try:
+        vol.delete(0)
+    except Exception as exc:
+        if is_error(exc, "NO_STORAGE_VOL"):
+            return
+        if is_error(exc, "OPERATION_INVALID") and being_copied(conn, vol):
+            raise Conflict("%s is still being copied by libvirt, which cannot stop a copy; try "
+                           "again once it ends" % what, cause=exc) from exc
+        raise
+
+
+def forget_volumes(volumes):
+    """Delete volumes an operation made before it failed (best effort: its error is reported)."""
+    for vol in volumes:
+        try:
+            vol.delete(0)
+        except Exception:  # noqa: BLE001 - the operation's own error is the one to report
+            pass
+
+
+# -- the marker ---------------------------------------------------------------------------------
+def _download(conn, vol):
+    size = vol.info()[1]
+    if size > _MAX_MARKER:
+        return None
+    stream = conn.newStream(0)
+    vol.download(stream, 0, size, 0)
+    chunks = []
+    try:
+        while True:
+            chunk = stream.recv(_CHUNK)
+            if isinstance(chunk, int):
+                raise Internal("libvirt stream of %s answered %d" % (vol.name(), chunk))
+            if not chunk:
+                break
+            chunks.append(chunk)
+        stream.finish()
+    except Exception:
+        try:
+            stream.abort()
+        except Exception:  # noqa: BLE001 - the first error is the one to report
+            pass
+        raise
+    return b"".join(chunks)
+
+
+def _upload(conn, pool, name, data):
+    """A new raw volume ``name`` holding ``data``; removed again when the upload fails."""
+    vol = pool.createXML(volume_xml(name, len(data), "raw"), 0)
+    try:
+        stream = conn.newStream(0)
+        vol.upload(stream, 0, len(data), 0)
+        try:
+            offset = 0
+            while offset < len(data):
+                sent = stream.send(data[offset:offset + _CHUNK])
+                if sent < 0:
+                    raise Internal("libvirt stream of %s answered %d" % (name, sent))
+                offset += sent
+            stream.finish()
+        except Exception:
+            try:
+                stream.abort()
+            except Exception:  # noqa: BLE001 - the first error is the one to report
+                pass
+            raise
+    except Exception:
+        try:
+            vol.delete(0)
+        except Exception:  # noqa: BLE001 - a partial marker is never valid: harmless
+            pass
+        raise
+    return vol
+
+
+def read_marker(conn, pool, name):
+    """(volume, marker dict) of backup ``name``: (None, None) when there is no marker volume,
+    (volume, None) when it is not a whole marker of this backup (a write cut short)."""
+    vol = find_volume(pool, name + ".json")
+    if vol is None:
+        return None, None
+    try:
+        data = _download(conn, vol)
+    except Exception as exc:
+        if is_error(exc, "NO_STORAGE_VOL"):
+            return None, None
+        if is_error(exc, "OPERATION_INVALID"):  # still being created
+            return vol, None
+        raise
+    try:
+        marker = json.loads((data or b"").rstrip(b"\0").decode("utf-8"))
+    except ValueError:
+        return vol, None
+    if not (isinstance(marker, dict) and marker.get("format") == FORMAT
+            and marker.get("name") == name and marker.get("complete") is True
+            and isinstance(marker.get("definition"), str)):
+        return vol, None
+    return vol, marker
+
+
+def write_marker(conn, pool, handle, made, created_at, definition, checkpoint):
+    """Write the marker of a backup whose volumes ``made`` ([(disk, volume)]) are whole."""
+    volumes = []
+    size = 0
+    for disk, vol in made:
+        _kind, capacity, allocation = vol.info()
+        size += allocation
+        volumes.append({"target": disk["target"], "name": disk["volume"], "path": vol.path(),
+                        "capacity_bytes": capacity, "backing": disk.get("parent_volume")})
+    marker = {"format": FORMAT, "name": handle["name"], "vm": handle["vm"],
+              "vm_uuid": handle["uuid"], "mode": handle["mode"],
+              "incremental": handle["incremental"], "parent": handle["parent"],
+              "checkpoint": checkpoint,
+              "location": {"pool": pool.name(), "marker": handle["marker"], "volumes": volumes},
+              "size_bytes": size, "created_at": created_at, "complete": True,
+              "definition": definition}
+    _upload(conn, pool, handle["marker"], json.dumps(marker, sort_keys=True).encode("utf-8"))
+    return marker
+
+
+def artifact_of(marker):
+    """The artifact of a marker (the definition stays in the marker)."""
+    return dict((k, v) for k, v in marker.items() if k != "definition")
+
+
+def drop_backup_volumes(conn, pool, name, names):
+    """Delete the marker first (the backup stops being complete), then the volumes; a marker
+    written meanwhile by a concurrent poll goes too."""
+    for vol_name in [name + ".json"] + list(names) + [name + ".json"]:
+        vol = find_volume(pool, vol_name)
+        if vol is not None:
+            drop_volume(conn, vol, "volume %s" % vol_name)
+
+
+# -- poll answers -------------------------------------------------------------------------------
+def poll_status(state, progress=None, message=None, warnings=(), **extra):
+    """A status as ``poll`` answers it: ``{state, progress, message, warnings}`` and ``extra``."""
+    return dict({"state": state, "progress": progress, "message": message,
+                 "warnings": list(warnings)}, **extra)
+
+
+def missing_status(paths, marker_vol):
+    """The status ``missing``, warning of the volumes (``paths`` and ``marker_vol``) an attempt
+    that did not finish left behind."""
+    left = len(paths) + (marker_vol is not None)
+    warnings = ["%d volume(s) of an attempt that did not finish are left in the backup pool; "
+                "cancel removes them" % left] if left else []
+    return poll_status("missing", warnings=warnings)
+
+
+# -- list ---------------------------------------------------------------------------------------
+def volumes_by_backup(pool):
+    """{record name: {"marker": volume or None, "disks": {target: volume}}} of the pool."""
+    groups = {}
+    for vol in pool.listAllVolumes(0):
+        vol_name = vol.name()
+        match = _VOLUME_RE.match(vol_name)
+        if match:
+            groups.setdefault(match.group(1), {"marker": None, "disks": {}})["disks"][
+                match.group(2)] = vol
+            continue
+        match = _MARKER_RE.match(vol_name)
+        if match:
+            groups.setdefault(match.group(1), {"marker": None, "disks": {}})["marker"] = vol
+    return groups
+
+
+def list_backups(provider, conn, vm):
+    """The artifacts of the backups in the backup pool (of VM ``vm`` unless None); leftovers
+    without a valid marker are listed as incomplete."""
+    pool = directory_pool(provider, conn, "backup_pool")
+    found, leftovers = [], []
+    for name, group in sorted(volumes_by_backup(pool).items()):
+        marker = read_marker(conn, pool, name)[1] if group["marker"] is not None else None
+        if marker is not None:
+            artifact = artifact_of(marker)
+            names = set(v.name() for v in group["disks"].values())
+            if any(v["name"] not in names for v in artifact["location"]["volumes"]):
+                artifact["complete"] = False
+            found.append(artifact)
+        elif group["disks"] or group["marker"] is not None:
+            leftovers.append(_leftover(pool, name, group))
+    if leftovers:
+        _attribute(conn, leftovers)
+    return [a for a in found + leftovers if vm is None or a.get("vm") == vm]
+
+
+def _leftover(pool, name, group):
+    """The artifact of a backup without a valid marker: what its volumes tell."""
+    volumes, size, newest = [], 0, 0
+    parent = None
+    for target, vol in sorted(group["disks"].items()) + [(None, group["marker"])]:
+        if vol is None:
+            continue
+        _kind, capacity, allocation = vol.info()
+        size += allocation
+        root = ET.fromstring(vol.XMLDesc(0))
+        newest = max(newest, int(float(root.findtext("target/timestamps/mtime") or 0)))
+        if target is None:
+            continue
+        backing = root.findtext("backingStore/path")
+        match = _VOLUME_RE.match((backing or "").rsplit("/", 1)[-1])
+        if match:
+            parent = match.group(1)
+        volumes.append({"target": target, "name": vol.name(), "path": vol.path(),
+                        "capacity_bytes": capacity,
+                        "backing": backing.rsplit("/", 1)[-1] if backing else None})
+    return {"format": FORMAT, "name": name, "vm": None, "vm_uuid": None, "mode": None,
+            "incremental": parent is not None, "parent": parent, "checkpoint": None,
+            "location": {"pool": pool.name(), "volumes": volumes, "marker": None if group[
+                "marker"] is None else group["marker"].name()},
+            "size_bytes": size, "created_at": format_time(newest) if newest else None,
+            "complete": False}
+
+
+def _attribute(conn, leftovers):
+    """Name the VM of leftovers whose checkpoint (a backup job's) is still on a domain."""
+    wanted = dict((a["name"], a) for a in leftovers)
+    for dom in conn.listAllDomains(0):
+        try:
+            names = [c.getName() for c in dom.listAllCheckpoints(0)]
+        except Exception as exc:
+            if is_error(exc, "NO_DOMAIN"):
+                continue
+            raise
+        for checkpoint in names:
+            if checkpoint in wanted and wanted[checkpoint]["vm"] is None:
+                wanted[checkpoint].update(vm=dom.name(), vm_uuid=dom.UUIDString(),
+                                          checkpoint=checkpoint, mode="push")

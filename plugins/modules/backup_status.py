@@ -1,0 +1,197 @@
+#!/usr/bin/python
+# Copyright: resilient.virt contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+DOCUMENTATION = r"""
+module: backup_status
+short_description: Show, wait on, set and reconcile the status records of backups and restores
+version_added: 0.3.0
+description:
+  - Works on the records that M(resilient.virt.backup) writes in the state store, one per backup
+    or restore.
+  - V(show) lists records (filtered by O(name), O(vm), O(kind), O(phase)) or shows one.
+  - V(wait) waits until the record O(name) reaches a final phase, and fails when it ended Failed,
+    FailedValidation or PartiallyFailed unless O(fail_on_failure) is false. When the record's
+    owner is gone (its lease expired) and a provider for it is given, it adopts the record and
+    follows the provider operation itself.
+  - V(set) moves a record to O(set_phase) by hand - an operator's override, whoever holds the
+    record, under the same transition rules and the same retried writes as any other change.
+  - V(reconcile) adopts every selected record that is not final and whose lease has expired - its
+    provider operation is followed to its real outcome when the provider still knows it, else the
+    record is marked Failed with reason C(OwnerLost). A record whose provider is not given (by
+    O(provider) or by name in O(providers)) is skipped with a warning.
+author:
+  - resilient.virt developers (!UNKNOWN)
+options:
+  mode:
+    description: What to do; see the description.
+    type: str
+    choices: [show, wait, set, reconcile]
+    default: show
+  name:
+    description: The record; required with V(wait) and V(set).
+    type: str
+  vm:
+    description: Only records of this VM.
+    type: str
+  kind:
+    description: Only backups or only restores.
+    type: str
+    choices: [backup, restore]
+  phase:
+    description: Only records in these phases.
+    type: list
+    elements: str
+  set_phase:
+    description: With V(set), the phase to move the record to.
+    type: str
+    choices: [New, FailedValidation, InProgress, WaitingForPluginOperations,
+              WaitingForPluginOperationsPartiallyFailed, Finalizing, FinalizingPartiallyFailed,
+              Completed, PartiallyFailed, Failed]
+  set_reason:
+    description: With V(set), the reason to record (for example C(OperatorAborted)).
+    type: str
+  set_message:
+    description: With V(set), a message added to the record's errors.
+    type: str
+  timeout:
+    description:
+      - How long V(wait) waits, and how long V(reconcile) follows an adopted operation (seconds
+        or a duration such as V(10m)).
+    type: raw
+    default: 10m
+  fail_on_failure:
+    description: With V(wait), fail when the record ended Failed, FailedValidation or PartiallyFailed.
+    type: bool
+    default: true
+  accept_partial:
+    description: With V(wait), a PartiallyFailed record does not fail the task.
+    type: bool
+    default: false
+  resource_timeout:
+    description:
+      - How long a status write that leaves InProgress or reaches a final phase is retried through
+        state store failures. Default from C(RESILIENT_VIRT_RESOURCE_TIMEOUT), else V(10m).
+    type: raw
+  lease:
+    description: How long this task holds a record it adopts without renewing it.
+    type: raw
+    default: 2m
+extends_documentation_fragment:
+  - resilient.virt.attributes
+  - resilient.virt.provider
+  - resilient.virt.resilience
+attributes:
+  check_mode:
+    description: V(set) and V(reconcile) report what they would change without writing or contacting a provider.
+  diff_mode:
+    description: V(set) shows the phase before and after.
+seealso:
+  - module: resilient.virt.backup
+"""
+
+EXAMPLES = r"""
+- name: List the failed backups of a VM
+  resilient.virt.backup_status:
+    vm: web1
+    kind: backup
+    phase: [Failed, PartiallyFailed]
+  register: failed_backups
+
+- name: Wait for a backup started with wait=false
+  resilient.virt.backup_status:
+    mode: wait
+    name: "{{ started.record.name }}"
+    provider: hv1
+    timeout: 30m
+
+- name: Adopt or fail the records whose run died (for example on a schedule)
+  resilient.virt.backup_status:
+    mode: reconcile
+    providers: "{{ resilient_virt_providers }}"
+
+- name: Mark a record failed by hand
+  resilient.virt.backup_status:
+    mode: set
+    name: web1-backup-20261123t030000-1a2b
+    set_phase: Failed
+    set_reason: OperatorAborted
+    set_message: the storage behind the backup pool was replaced
+"""
+
+RETURN = r"""
+records:
+  description:
+    - The selected records after the task, oldest first, each with the keys of
+      RV(resilient.virt.backup#module:record) (C(name), C(phase), C(ready), C(conditions)...).
+  returned: always
+  type: list
+  elements: dict
+record:
+  description: The record O(name) after the task (shown like an element of RV(records)).
+  returned: when O(name) is given
+  type: dict
+adopted:
+  description:
+    - With V(reconcile), the records adopted, after their outcome was written (shown like an
+      element of RV(records)).
+  returned: with V(reconcile)
+  type: list
+  elements: dict
+skipped:
+  description: With V(reconcile), records left alone because no provider was given for them - C(name) and C(reason).
+  returned: with V(reconcile)
+  type: list
+  elements: dict
+diff:
+  description: With V(set), the phase before and after, with C(--diff).
+  returned: when a phase changes
+  type: dict
+ansible_facts:
+  description: Facts for the fact cache and AWX.
+  returned: always
+  type: dict
+  contains:
+    resilient_virt_breakers:
+      description: Snapshots of the circuit breakers of the providers used, by name.
+      type: dict
+"""
+
+from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
+
+
+class BackupStatusModule(ResilientModule):
+    argument_spec = dict(
+        mode=dict(type="str", default="show", choices=["show", "wait", "set", "reconcile"]),
+        name=dict(type="str"),
+        vm=dict(type="str"),
+        kind=dict(type="str", choices=["backup", "restore"]),
+        phase=dict(type="list", elements="str"),
+        set_phase=dict(type="str", choices=[
+            "New", "FailedValidation", "InProgress", "WaitingForPluginOperations",
+            "WaitingForPluginOperationsPartiallyFailed", "Finalizing", "FinalizingPartiallyFailed",
+            "Completed", "PartiallyFailed", "Failed"]),
+        set_reason=dict(type="str"),
+        set_message=dict(type="str"),
+        timeout=dict(type="raw", default="10m"),
+        fail_on_failure=dict(type="bool", default=True),
+        accept_partial=dict(type="bool", default=False),
+        resource_timeout=dict(type="raw"),
+        lease=dict(type="raw", default="2m"),
+    )
+    module_kwargs = dict(
+        required_if=[("mode", "wait", ["name"]), ("mode", "set", ["name", "set_phase"])],
+    )
+
+    def run(self):
+        from ansible_collections.resilient.virt.plugins.module_utils._backup.run import run_backup_status
+
+        return run_backup_status(self)
+
+
+def main():
+    BackupStatusModule.main()
+
+
+if __name__ == "__main__":
+    main()
