@@ -3,7 +3,9 @@
 Loaded through ``RESILIENT_VIRT_PLUGINS=slow_backup_plugin`` (with this directory on
 ``PYTHONPATH``). When :data:`SLOW_ENV` is set (bytes per second, in MiB), every libvirt backup job
 this process starts is throttled right after its start (``blockJobSetSpeed`` on each disk of the
-handle), through the test's own libvirt connection.
+handle), through the provider's own connection, so that nothing but that call comes between the
+start and the throttle. A job that ends before that is left alone: give the disk enough data (a
+GiB) that it cannot.
 """
 import os
 
@@ -20,14 +22,10 @@ def resilient_virt_backup_start(provider, handle):
     if speed and started and started.get("mode") == "push" and provider.type_name == "libvirt":
         import libvirt
 
-        conn = libvirt.open(provider.config["uri"])
-        try:
-            dom = conn.lookupByName(started["vm"])
-            for disk in started["disks"]:
-                try:
-                    dom.blockJobSetSpeed(disk["target"], int(speed), 0)
-                except libvirt.libvirtError:  # the job ended before it could be slowed down
-                    pass
-        finally:
-            conn.close()
+        dom = provider._connection().lookupByName(started["vm"])
+        for disk in started["disks"]:
+            try:
+                dom.blockJobSetSpeed(disk["target"], int(speed), 0)
+            except libvirt.libvirtError:  # the job ended before it could be slowed down
+                pass
     return started

@@ -407,10 +407,10 @@ def _no_job(dom):
 
 def test_a_timed_out_wait_cancels_the_job_with_cancel_on_timeout_and_absent_cancels_too(
         hv, conn, kvm):
-    # a VM with 256 MiB of data, so that its backup job runs long enough to be slowed down
+    # a VM with 1 GiB of data, so that its backup job runs long enough to be slowed down
     kvm.vm = kvm.mark + "-big"
-    kvm.dom, disk = make_vm(conn, hv, kvm.vm, size_mib=256, running=False)
-    write(hv, disk, "0x33", "4M", "252M")
+    kvm.dom, disk = make_vm(conn, hv, kvm.vm, size_mib=1024, running=False)
+    write(hv, disk, "0x33", "4M", "1020M")
     kvm.dom.create()
     slow = {SLOW_ENV: "1"}  # then 1 MiB/s: minutes
     cancelled, left, dropped = (kvm.mark + suffix for suffix in ("-cancel", "-left", "-drop"))
