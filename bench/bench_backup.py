@@ -76,7 +76,7 @@ from checkout import ROOT, use_checkout
 use_checkout()
 
 from bench_core import REDIS_SERVER, _Redis, time_calls  # noqa: E402
-from bench_tasks import BenchError, Runner, _write_json  # noqa: E402
+from bench_tasks import BenchError, Runner, _write_json, print_targets  # noqa: E402
 
 from ansible_collections.resilient.virt.plugins.module_utils._backup import (  # noqa: E402
     records, status_write)
@@ -618,11 +618,7 @@ def print_report(result):
         for row in result["status_write"]:
             print("| %s | %.0f | %.0f | %.2f |"
                   % (row["store"], row["plain_us"], row["guarded_us"], row["ratio"]))
-    print("\n| target | measured | goal | result |")
-    print("|---|---:|---|---|")
-    for row in result["targets"]:
-        print("| %s | %s | %s | %s |" % (row["name"], row["measured"], row["target"],
-                                         "pass" if row["passed"] else "FAIL"))
+    print_targets(result["targets"])
     print("\nWhole bench: %.0f s." % result["seconds"])
 
 

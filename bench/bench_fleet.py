@@ -49,7 +49,7 @@ from checkout import ROOT, use_checkout
 use_checkout()
 
 from bench_inventory import _simulator  # noqa: E402
-from bench_tasks import BenchError, Runner, _peer_available, _write_json  # noqa: E402
+from bench_tasks import BenchError, Runner, _peer_available, _write_json, print_targets  # noqa: E402
 
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.backend import (  # noqa: E402
     VSphereProvider)
@@ -379,11 +379,7 @@ def print_report(result):
             vs["create"]["wall"] - empty["wall"]))
         print("| vm_fleet, full: true, no change | %.2f | %.2f | %.2f |" % (
             vs["full"]["case"]["wall"], vs["full"]["case"]["cpu"], vs["full"]["above_empty"]))
-    print("\n| target | measured | goal | result |")
-    print("|---|---:|---|---|")
-    for row in result["targets"]:
-        print("| %s | %s | %s | %s |" % (row["name"], row["measured"], row["target"],
-                                         "pass" if row["passed"] else "FAIL"))
+    print_targets(result["targets"])
     print("\nWhole bench: %.0f s." % result["seconds"])
 
 

@@ -37,6 +37,7 @@ import tempfile
 import time
 
 import yaml
+from bench_tasks import print_targets
 from checkout import COLLECTIONS, ROOT, use_checkout
 
 use_checkout()
@@ -309,11 +310,7 @@ def print_report(result):
                         ("community.libvirt.libvirt (one source per hypervisor)", "peer")):
         print("| %s | %d | %.2f | %.2f |" % (label, lv[case]["hosts"], lv[case]["median"],
                                              _above(lv, case)))
-    print("\n| target | measured | goal | result |")
-    print("|---|---:|---|---|")
-    for row in result["targets"]:
-        print("| %s | %s | %s | %s |" % (row["name"], row["measured"], row["target"],
-                                         "pass" if row["passed"] else "FAIL"))
+    print_targets(result["targets"])
 
 
 def main(argv=None):

@@ -185,6 +185,15 @@ def _children_cpu():
     return usage.ru_utime + usage.ru_stime
 
 
+def print_targets(targets):
+    """The markdown table of a bench's targets: name, measured, goal, pass or FAIL."""
+    print("\n| target | measured | goal | result |")
+    print("|---|---:|---|---|")
+    for row in targets:
+        print("| %s | %s | %s | %s |" % (row["name"], row["measured"], row["target"],
+                                         "pass" if row["passed"] else "FAIL"))
+
+
 def _write_json(path, data):
     with open(path, "w") as handle:
         json.dump(data, handle, indent=1)
@@ -886,11 +895,7 @@ def print_report(result):
         _print_outage(result["outage"])
     if result["failover"]:
         _print_failover(result["failover"])
-    print("\n| target | measured | goal | result |")
-    print("|---|---:|---|---|")
-    for row in result["targets"]:
-        print("| %s | %s | %s | %s |" % (row["name"], row["measured"], row["target"],
-                                         "pass" if row["passed"] else "FAIL"))
+    print_targets(result["targets"])
     first = result["first_task"][FIRST_TASK]
     print("\nThe in-process targets are judged on the marginal figures, which leave out the %s: "
           "%.3f s wall here, paid once per ansible-playbook run." % (FIRST_TASK_LABEL, first))

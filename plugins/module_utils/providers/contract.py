@@ -36,7 +36,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, NotSupported, VirtError, field_error, field_errors, redact)
 
 __all__ = ("CAPABILITIES", "POWER_ACTIONS", "VM_STATES", "VM_FIELDS", "Option", "Provider",
-           "new_vm", "check_filters", "match_filters", "config_errors")
+           "new_vm", "required_text", "check_filters", "match_filters", "config_errors")
 
 CAPABILITIES = ("validate", "list_hypervisors", "list_vms", "describe", "create", "delete",
                 "power", "reconfigure", "task_status", "migrate")
@@ -277,6 +277,15 @@ def new_vm(provider: Provider, name: str, **fields: Any) -> dict[str, Any]:
                           "provider": provider.key}
     vm.update(fields)
     return vm
+
+
+def required_text(mapping: Any, key: str, path: str) -> str:
+    """The non-empty string ``mapping[key]`` of a request or handle; InvalidSpec naming ``path``
+    otherwise."""
+    value = mapping.get(key) if isinstance(mapping, dict) else None
+    if not isinstance(value, str) or not value:
+        raise field_error(path, "must be a non-empty string, got %r" % (value,))
+    return value
 
 
 def check_filters(filters: dict[str, Any] | None) -> None:

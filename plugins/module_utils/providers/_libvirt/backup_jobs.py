@@ -21,10 +21,11 @@ import xml.etree.ElementTree as ET
 from ansible_collections.resilient.virt.plugins.module_utils._time import format_time
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, NotFound, NotSupported, Timeout, field_error)
+from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import required_text
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backup_storage import (
     artifact_of, backing_path, being_copied, directory_pool, domain_disks, drop_backup_volumes,
     drop_volume, find_volume, forget_volumes, is_error, libvirt, missing_status, poll_status,
-    read_marker, record_name, text_field, volume_at, volume_xml, volumes_by_backup, write_marker)
+    read_marker, record_name, volume_at, volume_xml, volumes_by_backup, write_marker)
 
 __all__ = ("prepare_backup", "start_push", "start_copy", "poll_push", "poll_copy",
            "cancel_backup", "delete_backup")
@@ -155,7 +156,7 @@ def prepare_backup(provider, conn, request):
     stopped one. Nothing is made yet."""
     lv = libvirt()
     name = record_name(request, "name", "name")
-    vm = text_field(request, "vm", "vm")
+    vm = required_text(request, "vm", "vm")
     provider.check_name(vm)
     dom = provider._lookup(conn, vm)
     pool = directory_pool(provider, conn, "backup_pool")

@@ -11,8 +11,9 @@ import xml.etree.ElementTree as ET
 from ansible_collections.resilient.virt.plugins.module_utils._time import format_time
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, Internal, field_error)
+from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import required_text
 
-__all__ = ("FORMAT", "is_error", "libvirt", "text_field", "record_name", "domain_disks",
+__all__ = ("FORMAT", "is_error", "libvirt", "record_name", "domain_disks",
            "volume_xml", "backing_path", "directory_pool", "find_volume", "volume_at",
            "being_copied", "drop_volume", "forget_volumes", "read_marker", "write_marker",
            "artifact_of", "drop_backup_volumes", "poll_status", "missing_status",
@@ -44,17 +45,9 @@ def libvirt():
 
 
 # -- small readers ------------------------------------------------------------------------------
-def text_field(mapping, key, path):
-    """The non-empty string ``mapping[key]``; ``path`` names it in the error."""
-    value = mapping.get(key) if isinstance(mapping, dict) else None
-    if not isinstance(value, str) or not value:
-        raise field_error(path, "must be a non-empty string, got %r" % (value,))
-    return value
-
-
 def record_name(mapping, key, path):
     """A record name (``[A-Za-z0-9_.-]+``) read from ``mapping[key]``."""
-    name = text_field(mapping, key, path)
+    name = required_text(mapping, key, path)
     if not RECORD_RE.match(name) or name in (".", "..") or len(name) > 200:
         raise field_error(path, "%r: a backup record name is 1 to 200 of A-Z a-z 0-9 _ . - "
                                 "(not . or ..)" % name)
@@ -123,24 +116,23 @@ def directory_pool(provider, conn, option, name=None):
     return pool
 
 
-def find_volume(pool, name):
-    """The volume ``name`` of ``pool``, or None."""
+def _volume_or_none(lookup, argument):
     try:
-        return pool.storageVolLookupByName(name)
+        return lookup(argument)
     except Exception as exc:
         if is_error(exc, "NO_STORAGE_VOL"):
             return None
         raise
+
+
+def find_volume(pool, name):
+    """The volume ``name`` of ``pool``, or None."""
+    return _volume_or_none(pool.storageVolLookupByName, name)
 
 
 def volume_at(conn, path):
     """The volume at ``path`` in any storage pool, or None."""
-    try:
-        return conn.storageVolLookupByPath(path)
-    except Exception as exc:
-        if is_error(exc, "NO_STORAGE_VOL"):
-            return None
-        raise
+    return _volume_or_none(conn.storageVolLookupByPath, path)
 
 
 def being_copied(conn, vol):

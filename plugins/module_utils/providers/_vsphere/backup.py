@@ -29,6 +29,7 @@ from datetime import timezone
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, NotFound, NotSupported, Timeout, classify, field_error)
+from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import required_text
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.faults import (
     fault_name)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.inventory import (
@@ -53,13 +54,6 @@ def _vsphere(provider):
 
 
 # -- reading --------------------------------------------------------------------------------------
-def _text(mapping, key, path):
-    value = mapping.get(key) if isinstance(mapping, dict) else None
-    if not isinstance(value, str) or not value:
-        raise field_error(path, "must be a non-empty string, got %r" % (value,))
-    return value
-
-
 def _utc(value):
     """RFC 3339 UTC text of a datetime (naive ones are taken as UTC), or None."""
     if value is None:
@@ -255,8 +249,8 @@ def backup_prepare(provider, request):
         return None
     if not isinstance(request, dict) or request.get("kind") not in ("backup", "restore"):
         raise field_error("request.kind", "must be backup or restore")
-    name = _text(request, "name", "request.name")
-    vm = _text(request, "vm", "request.vm")
+    name = required_text(request, "name", "request.name")
+    vm = required_text(request, "vm", "request.vm")
     session = provider._connection()
     if request["kind"] == "backup":
         return _prepare_backup(provider, session, request, name, vm)
