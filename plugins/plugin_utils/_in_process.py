@@ -33,7 +33,7 @@ from ansible.vars.clean import remove_internal_keys
 from ansible_collections.resilient.virt.plugins.module_utils._convert import to_bool
 from ansible_collections.resilient.virt.plugins.module_utils._masking import scrub, secret_values
 from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import (
-    BUILTIN_BACKENDS, installed_entry_points)
+    BUILTIN_BACKENDS, installed_entry_points, provider_class)
 
 __all__ = ("InProcessAction", "ENV_VAR", "module_path_reason", "run_module", "needed_libraries")
 
@@ -88,6 +88,11 @@ def load():
             CLASSES[name] = next(value for key, value in vars(module).items()
                                  if key.endswith("Module") and isinstance(value, type)
                                  and value.__module__ == module.__name__)
+    for kind in BUILTIN_BACKENDS:  # the plugin manager of each built-in type, hookspecs read
+        try:
+            provider_class(kind)
+        except Exception:  # noqa: BLE001 - pluggy missing: every task says so itself
+            pass
     for direction in (Direction.CONTROLLER_TO_MODULE, Direction.MODULE_TO_CONTROLLER):
         get_module_encoder(PROFILE, direction)  # each loads its profile's code on first use
         get_module_decoder(PROFILE, direction)

@@ -15,6 +15,7 @@ backend's backup module on the first backup call: opening a provider does not lo
 """
 import importlib
 import os
+import threading
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Internal, InvalidSpec, field_error)
@@ -85,6 +86,8 @@ BUILTIN_BACKUPS = {"libvirt": BuiltinBackups(_libvirt_backups),
                    "vsphere": BuiltinBackups(_vsphere_backups)}
 ENTRY_POINT_GROUP = "resilient_virt.providers"
 PLUGINS_ENV = "RESILIENT_VIRT_PLUGINS"
+_SHARED = {}  # (PLUGINS_ENV value, provider type) -> the manager of calls without plugins
+_LOCK = threading.RLock()  # registering is a look then a change: one thread at a time
 
 
 def _load_object(reference):
@@ -121,9 +124,22 @@ def plugin_manager(plugins=(), environ=None):
     return manager
 
 
+def _shared_manager(type_name, environ):
+    """The manager of this process for provider type ``type_name`` and the PLUGINS_ENV value of
+    ``environ``: the hookspecs are read once per process (for tasks run in the controller's
+    worker, before it forks) and it only ever holds what :func:`provider_class` registers for
+    that type, so it serves every call without ``plugins`` exactly as a new one would."""
+    key = (environ.get(PLUGINS_ENV, ""), type_name)
+    with _LOCK:
+        if key not in _SHARED:
+            _SHARED[key] = plugin_manager(environ=environ)
+        return _SHARED[key]
+
+
 def _register(manager, plugin):
-    if not manager.is_registered(plugin):
-        manager.register(plugin)
+    with _LOCK:
+        if not manager.is_registered(plugin):
+            manager.register(plugin)
 
 
 def installed_entry_points():
@@ -153,8 +169,9 @@ def _load_plugins(manager, type_name):
         return []
     entry_points = installed_entry_points()
     try:
-        if not manager.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=type_name):
-            manager.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+        with _LOCK:
+            if not manager.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=type_name):
+                manager.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
     except Exception as exc:
         raise Internal("a provider plugin of the entry point group %s failed to load (%s: %s); "
                        "installed: %s" % (ENTRY_POINT_GROUP, type(exc).__name__, exc, ", ".join(
@@ -182,7 +199,7 @@ def _declared_types(manager):
 
 def provider_class(type_name, manager=None):
     """The Provider subclass of ``type_name``; InvalidSpec naming ``provider.type`` if none."""
-    manager = manager or plugin_manager()
+    manager = manager or _shared_manager(type_name, os.environ)
     entry_points = [] if type_name is None else _load_plugins(manager, type_name)
     klass = _declared_types(manager).get(type_name)
     if klass is not None:
@@ -212,8 +229,9 @@ def _check_config(config):
 
 def provider_key(config, plugins=()):
     """The key (breaker and rate limit name) of the provider ``config``, without connecting."""
-    klass = provider_class(_check_config(config), plugin_manager(plugins))
-    return klass(config).key
+    type_name = _check_config(config)
+    manager = plugin_manager(plugins) if plugins else _shared_manager(type_name, os.environ)
+    return provider_class(type_name, manager)(config).key
 
 
 def open_provider(config, settings=None, store=None, plugins=(), environ=None):
@@ -226,8 +244,10 @@ def open_provider(config, settings=None, store=None, plugins=(), environ=None):
     from ansible_collections.resilient.virt.plugins.module_utils.providers._guarded import (
         GuardedProvider)
 
-    manager = plugin_manager(plugins, environ)
-    provider = provider_class(_check_config(config), manager)(config)
+    type_name = _check_config(config)
+    environ = os.environ if environ is None else environ
+    manager = plugin_manager(plugins, environ) if plugins else _shared_manager(type_name, environ)
+    provider = provider_class(type_name, manager)(config)
     if settings is None:
         from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import (
             resolve_settings)

@@ -94,3 +94,12 @@ def test_the_preloaded_code_is_frozen_out_of_the_garbage_collector_for_the_worke
     assert ip.AVAILABLE and ip.CLASSES  # the controller preloaded the collection
     assert gc.get_freeze_count() > 10000
     assert set(ip.CLASSES) == set(ip.MODULES)
+
+
+def test_the_workers_inherit_a_plugin_manager_per_built_in_type():
+    """load() read the hookspecs and registered each built-in backend before any fork."""
+    from ansible_collections.resilient.virt.plugins.module_utils.providers import _registry
+
+    for kind in _registry.BUILTIN_BACKENDS:
+        manager = _registry._SHARED[("", kind)]
+        assert set(_registry._declared_types(manager)) == {kind}

@@ -122,6 +122,26 @@ def test_a_plugin_object_adds_a_type_like_a_builtin(store):
     assert guarded.describe("vm") == {"name": "vm", "echo": True}
 
 
+def test_calls_without_plugins_share_a_manager_per_type_that_holds_only_that_type(store):
+    """The hookspecs are read once per process: calls without plugins share one manager per
+    provider type and PLUGINS_ENV value, holding only what that type registers; a plugin passed
+    to one call is registered in a manager of its own, so the next call never sees it."""
+    guarded = registry.open_provider({"type": "libvirt", "uri": TEST_URI}, quick_settings(),
+                                     store, environ={})
+    guarded.close()
+    shared = registry._shared_manager("libvirt", {})
+    assert registry._shared_manager("libvirt", {}) is shared
+    assert registry._shared_manager("vsphere", {}) is not shared
+    assert registry._shared_manager("libvirt", {registry.PLUGINS_ENV: __name__ + ":COUNTER"}) \
+        is not shared
+    guarded = registry.open_provider({"type": "echo", "name": "e1"}, quick_settings(), store,
+                                     plugins=[EchoPlugin()], environ={})
+    assert guarded.describe("vm")["echo"] is True
+    with pytest.raises(InvalidSpec, match="not a known provider type"):
+        registry.open_provider({"type": "echo"}, quick_settings(), store, environ={})
+    assert set(registry._declared_types(shared)) == {"libvirt"}
+
+
 def test_a_declared_class_must_be_a_provider():
     class NotAProvider:
         @hookimpl
