@@ -175,29 +175,25 @@ class ResilientModule:
         self._providers.append(provider)
         return provider
 
-    def breaker_facts(self, names=None):
-        """Breaker snapshots for ``ansible_facts``; every breaker of the store when ``names`` is None."""
-        from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import list_breakers
+    def breaker_facts(self):
+        """Every breaker of the store in short form, by name, for ``ansible_facts``: a task
+        publishes them all, so the fact it replaces loses none of the others."""
+        from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (
+            fact, list_breakers)
 
-        wanted = None if names is None else set(names)
-        return dict(
-            (snap["name"], snap) for snap in list_breakers(self.store) if wanted is None or snap["name"] in wanted
-        )
+        return dict((snap["name"], fact(snap)) for snap in list_breakers(self.store))
 
     # -- life cycle ---------------------------------------------------------------------------
     def run(self):
         """Do the work and return the result dict (``changed`` included)."""
         raise NotImplementedError
 
-    def _breaker_names(self):
-        return [provider.key for provider in self._providers]
-
     def _facts(self):
         """The breaker facts of the providers used; none when the store cannot give them."""
         try:
             if self._store is None and not self._providers:
                 return {}
-            return {BREAKER_FACT: self.breaker_facts(self._breaker_names())}
+            return {BREAKER_FACT: self.breaker_facts()}
         except Exception:  # noqa: BLE001 - facts must never turn a result into a crash
             return {}
 
@@ -238,6 +234,9 @@ class ResilientModule:
 
     def fail(self, err):
         """Exit with a clean failure describing ``err`` (plus ``err.result``, set by the module)."""
+        from ansible_collections.resilient.virt.plugins.module_utils._libraries import explain
+
+        err = explain(err, self.params, self.environ)
         self._close()
         result = dict(error=err.to_dict())
         result.update(err.result)

@@ -8,6 +8,7 @@ one has to be classified.
 """
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Callable
 from collections.abc import Iterable, Iterator, Mapping
@@ -18,7 +19,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._time import format
 __all__ = (
     "VirtError", "NotFound", "InvalidSpec", "Unauthorized", "NotSupported", "QuotaExceeded",
     "Conflict", "Internal", "Retryable", "Unavailable", "RateLimit", "Timeout", "BreakerOpen",
-    "StoreUnavailable", "field_error", "field_errors", "find_error", "classify", "classify_http",
+    "StoreUnavailable", "MissingLibrary", "field_error", "field_errors", "find_error", "classify", "classify_http",
     "parse_retry_after", "counts_against_breaker", "redact",
 )
 
@@ -99,6 +100,11 @@ class NotSupported(VirtError):
     """The provider cannot do this operation."""
 
 
+class MissingLibrary(VirtError):
+    """A Python library the task needs cannot be imported where the module runs;
+    ``details={"libraries": [...]}`` names every one of them (pip package names)."""
+
+
 class QuotaExceeded(VirtError):
     """Out of capacity or quota; waiting a few seconds will not help."""
 
@@ -147,7 +153,8 @@ class Timeout(Retryable):
 class BreakerOpen(VirtError):
     """Calls are refused locally because the circuit breaker ``breaker`` is open.
 
-    ``half_open_at`` is the epoch time at which one probe call will be allowed again.
+    ``half_open_at`` is the epoch time at which one probe call will be allowed again; the
+    error's details give it in RFC 3339 UTC, rounded up to the second, as every result does.
     """
 
     def __init__(self, breaker: str, half_open_at: float, message: str | None = None,
@@ -155,11 +162,11 @@ class BreakerOpen(VirtError):
         half_open_at = float(half_open_at)
         wait = max(0.0, half_open_at - time.time())
         if message is None:
-            when = format_time(half_open_at)
+            when = format_time(math.ceil(half_open_at))
             message = ("circuit breaker %r is open: calls are refused until it half-opens at %s "
                        "(in %.1f s); see the breaker with resilient.virt.circuit_breaker"
                        % (breaker, when, wait))
-        merged = {"breaker": breaker, "half_open_at": half_open_at}
+        merged = {"breaker": breaker, "half_open_at": format_time(math.ceil(half_open_at))}
         merged.update(details or {})
         super().__init__(message, cause=cause, retry_after=wait, details=merged)
         self.breaker = breaker

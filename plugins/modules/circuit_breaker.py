@@ -4,14 +4,14 @@
 
 DOCUMENTATION = r"""
 module: circuit_breaker
-short_description: List, show, reset or force open the circuit breakers that guard providers
+short_description: List, show, reset, force open or remove the circuit breakers that guard providers
 version_added: 0.1.0
 description:
   - Every provider gets a circuit breaker, shared by all forks and runs through the state store.
     After O(resilience.failure_threshold) consecutive failures that show the provider is unhealthy
     it opens and calls fail fast until O(resilience.reset_timeout) has passed since it opened.
-  - This module lists breakers and their counters, shows one, resets one to closed, or forces one
-    open (for example before maintenance of a hypervisor).
+  - This module lists breakers and their counters, shows one, resets one to closed, forces one
+    open (for example before maintenance of a hypervisor), or removes one.
 author:
   - resilient.virt developers (!UNKNOWN)
 options:
@@ -20,15 +20,21 @@ options:
       - The breaker to show or change, for example C(libvirt:hv1). Breakers are named after the
         provider they guard (C(<type>:<name>)).
       - Instead of O(name), O(provider) names the breaker of that provider.
-      - One of them is required when O(state) is V(reset) or V(open).
+      - One of them is required when O(state) is V(reset), V(open) or V(absent).
+      - A breaker comes into being with the first call to its provider. O(state=open) and
+        O(state=reset) refuse a O(name) that names no breaker (a typo would otherwise create and
+        open a breaker that guards nothing); give O(provider) to open or reset the breaker of a
+        provider that has not been called yet.
     type: str
   state:
     description:
       - V(query) lists every breaker, or shows O(name).
       - V(reset) closes the breaker and clears its current failure streak (totals are kept).
       - V(open) forces it open now; it half-opens after its reset timeout like any open breaker.
+      - V(absent) removes the breaker with its counters; the next call to its provider starts a
+        new, closed one.
     type: str
-    choices: [query, reset, open]
+    choices: [query, reset, open, absent]
     default: query
 extends_documentation_fragment:
   - resilient.virt.attributes
@@ -42,6 +48,10 @@ attributes:
 notes:
   - The O(resilience) failure threshold and reset timeout used for a breaker created by this
     module are those of the task; a breaker created by a provider call keeps that call's settings.
+  - Every module that uses the state store publishes all its breakers in the fact
+    C(resilient_virt_breakers), in short form. Ansible does not keep the facts of a failed task:
+    after a failure, the fact holds what the last task that succeeded published; this module
+    shows the breakers as they are.
 """
 
 EXAMPLES = r"""
@@ -64,6 +74,16 @@ EXAMPLES = r"""
   resilient.virt.circuit_breaker:
     provider: {type: libvirt, name: hv1, uri: "qemu+ssh://root@hv1/system"}
     state: reset
+
+- name: Forget the breaker of a decommissioned hypervisor
+  resilient.virt.circuit_breaker:
+    name: libvirt:hv9
+    state: absent
+
+- name: Skip the hypervisors whose breaker is open
+  ansible.builtin.debug:
+    msg: "{{ item.key }} refuses calls until {{ item.value.half_open_at }}"
+  loop: "{{ resilient_virt_breakers | default({}) | dict2items | selectattr('value.state', 'eq', 'open') }}"
 """
 
 RETURN = r"""
@@ -93,15 +113,43 @@ breakers:
     rejected_total:
       description: Calls rejected without reaching the provider.
       type: int
+    successes_total:
+      description: Calls that proved the provider alive.
+      type: int
     opened_at:
-      description: Epoch seconds when it last opened, or null.
-      type: float
+      description: When it last opened (RFC 3339, UTC), or null.
+      type: str
+      sample: "2026-11-21T10:00:00Z"
     half_open_at:
-      description: Epoch seconds when an open breaker lets probes through, or null.
+      description: When an open breaker lets a probe through (RFC 3339, UTC, rounded up to the
+        second), or null.
+      type: str
+      sample: "2026-11-21T10:00:30Z"
+    last_error:
+      description: The last failure that counted against it (C(type), C(message)), or null.
+      type: dict
+    probes_in_flight:
+      description: Probe calls of a half-open breaker under way.
+      type: int
+    failure_threshold:
+      description: Failures in a row that open it.
+      type: int
+    reset_timeout:
+      description: Seconds from opening to half-opening.
+      type: float
+    half_open_max_calls:
+      description: Probe calls let through at once while half-open.
+      type: int
+    success_threshold:
+      description: Successful probes that close it.
+      type: int
+    probe_lease:
+      description: Seconds a probe holds its slot at most.
       type: float
 breaker:
-  description: The breaker named by O(name) after the task, or null when it does not exist.
-  returned: when O(name) is given
+  description: The breaker named by O(name) or O(provider) after the task (as in RV(breakers)),
+    or null when it does not exist (after O(state=absent)).
+  returned: when O(name) or O(provider) is given
   type: dict
 diff:
   description: The breaker before and after, with C(--diff).
@@ -113,8 +161,21 @@ ansible_facts:
   type: dict
   contains:
     resilient_virt_breakers:
-      description: The breakers by name.
+      description: Every breaker of the state store by name, in short form.
       type: dict
+      contains:
+        state:
+          description: V(closed), V(open) or V(half_open).
+          type: str
+        consecutive_failures:
+          description: Failures in a row in the current episode.
+          type: int
+        half_open_at:
+          description: When an open breaker lets a probe through (RFC 3339, UTC), or null.
+          type: str
+        last_error:
+          description: The last failure that counted against it (C(type), C(message)), or null.
+          type: dict
 """
 
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
@@ -124,11 +185,13 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import NotFo
 class CircuitBreakerModule(ResilientModule):
     argument_spec = dict(
         name=dict(type="str"),
-        state=dict(type="str", default="query", choices=["query", "reset", "open"]),
+        state=dict(type="str", default="query", choices=["query", "reset", "open", "absent"]),
     )
     module_kwargs = dict(
         mutually_exclusive=[("name", "provider")],
-        required_if=[("state", "reset", ["name", "provider"], True), ("state", "open", ["name", "provider"], True)],
+        required_if=[("state", "reset", ["name", "provider"], True),
+                     ("state", "open", ["name", "provider"], True),
+                     ("state", "absent", ["name", "provider"], True)],
     )
 
     def _name(self):
@@ -138,24 +201,50 @@ class CircuitBreakerModule(ResilientModule):
 
         return provider_key(self.provider_config())
 
-    def run(self):
+    def _missing(self, name, known, action):
+        return NotFound("no circuit breaker named %r (known: %s); %s" % (
+            name, ", ".join(sorted(known)) or "none", action))
+
+    def _change(self, name, state, known):
+        """(changed, before, after) of the change ``state`` asks of breaker ``name``."""
+        from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (
+            NAMESPACE, shown)
         from ansible_collections.resilient.virt.plugins.module_utils._resilience.policy import Policy
 
+        if state == "absent":
+            if name not in known:
+                return False, None, None
+            if not self.check_mode:
+                self.store.delete(NAMESPACE, name)
+            return True, known[name], None
+        if name not in known and self.params["provider"] is None:
+            raise self._missing(name, known, "a breaker comes into being with the first call to "
+                                "its provider: check the name, or give 'provider' instead of "
+                                "'name' to %s the breaker of a provider not called yet" % state)
+        breaker = Policy(self.store, name, self.settings).breaker
+        changed, before, after = breaker.set_state("closed" if state == "reset" else "open",
+                                                   self.check_mode)
+        return changed, shown(before), shown(after)
+
+    def run(self):
+        from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (
+            list_breakers, shown)
+
         name, state = self._name(), self.params["state"]
+        known = dict((snap["name"], shown(snap)) for snap in list_breakers(self.store))
         result = dict(changed=False)
+        after = known.get(name)
         if state != "query":
-            breaker = Policy(self.store, name, self.settings).breaker
-            wanted = "closed" if state == "reset" else "open"
-            result["changed"], before, after = breaker.set_state(wanted, self.check_mode)
+            result["changed"], before, after = self._change(name, state, known)
             if result["changed"] and self.diff_mode:
-                result["diff"] = dict(before=before, after=after)
-        facts = self.breaker_facts()
-        result["breakers"] = [snap for key, snap in sorted(facts.items()) if name is None or key == name]
+                result["diff"] = dict(before=before or {}, after=after or {})
+            if result["changed"] and not self.check_mode:
+                known = dict((snap["name"], shown(snap)) for snap in list_breakers(self.store))
+        elif name is not None and name not in known:
+            raise self._missing(name, known, "list them with this module without 'name'")
+        result["breakers"] = [snap for key, snap in sorted(known.items()) if name is None or key == name]
         if name is not None:
-            result["breaker"] = facts.get(name) if not (self.check_mode and result["changed"]) else after
-            if state == "query" and result["breaker"] is None:
-                raise NotFound("no circuit breaker named %r; list them with this module without 'name'" % name)
-        result["ansible_facts"] = {"resilient_virt_breakers": facts}
+            result["breaker"] = after
         return result
 
 

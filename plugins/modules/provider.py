@@ -95,6 +95,7 @@ breaker:
 """
 
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import shown
 from ansible_collections.resilient.virt.plugins.module_utils.errors import VirtError
 from ansible_collections.resilient.virt.plugins.module_utils import _conditions as conditions
 
@@ -117,8 +118,8 @@ class ProviderModule(ResilientModule):
         if self.params["state"] == "reset":
             result["changed"], before, after = provider.policy.breaker.set_state("closed", self.check_mode)
             if result["changed"] and self.diff_mode:
-                result["diff"] = dict(before=before, after=after)
-            result.update(breaker=after, conditions=[runtime])
+                result["diff"] = dict(before=shown(before), after=shown(after))
+            result.update(breaker=shown(after), conditions=[runtime])
             return result
         try:
             summary["info"] = provider.validate()
@@ -128,11 +129,11 @@ class ProviderModule(ResilientModule):
             err.result = dict(
                 provider=summary,
                 conditions=[runtime, conditions.provider_available(False, "%s: %s" % (err.type, err.message))],
-                breaker=provider.policy.breaker.snapshot(),
+                breaker=shown(provider.policy.breaker.snapshot()),
             )
             raise
         result["conditions"] = [runtime, conditions.provider_available(True, "%s answered" % provider.key)]
-        result["breaker"] = provider.policy.breaker.snapshot()
+        result["breaker"] = shown(provider.policy.breaker.snapshot())
         return result
 
 

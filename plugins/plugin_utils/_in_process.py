@@ -30,6 +30,7 @@ from ansible.utils.display import Display
 from ansible.utils.vars import merge_hash
 from ansible.vars.clean import remove_internal_keys
 
+from ansible_collections.resilient.virt.plugins.module_utils import _libraries as libraries
 from ansible_collections.resilient.virt.plugins.module_utils._convert import to_bool
 from ansible_collections.resilient.virt.plugins.module_utils._masking import scrub, secret_values
 from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import (
@@ -44,9 +45,6 @@ ENV_PREFIX = "RESILIENT_VIRT_"
 PROFILE = "legacy"  # the serialization profile of this collection's modules
 MODULES = ("backup", "backup_status", "circuit_breaker", "failover_reservation", "provider", "vm",
            "vm_fleet", "vm_info")
-CORE_LIBRARIES = ("pluggy", "tenacity", "jsonschema")
-BACKEND_LIBRARIES = {"libvirt": ("libvirt",), "vsphere": ("pyVmomi",)}
-STORE_LIBRARIES = {"redis": ("redis",), "rediss": ("redis",)}
 # the collection's code every module may reach, loaded once in the controller's main process
 PRELOAD = (
     "plugins.module_utils._vm.reconcile", "plugins.module_utils._fleet.run",
@@ -77,7 +75,7 @@ def load():
     that runs every task as a module process (RESILIENT_VIRT_IN_PROCESS=false) skips it."""
     if AVAILABLE:
         return
-    for name in CORE_LIBRARIES + ("libvirt", "pyVmomi", "pyVim.connect", "redis", "sqlite3"):
+    for name in libraries.CORE + ("libvirt", "pyVmomi", "pyVim.connect", "redis", "sqlite3"):
         AVAILABLE[name] = _import(name) is not None
     AVAILABLE["pyVmomi"] = AVAILABLE["pyVmomi"] and AVAILABLE.pop("pyVim.connect")
     for name in PRELOAD:
@@ -115,36 +113,12 @@ except ValueError:  # a wrong value: each task says so (module_path_reason)
     pass
 
 
-def _provider_types(args):
-    """The provider types a task's arguments name (the ``providers`` catalog, ``provider``, and
-    providers given in ``vms``), ignoring what is malformed: the module reports that itself."""
-    catalog = args.get("providers") if isinstance(args.get("providers"), dict) else {}
-    found = [entry.get("type") for entry in catalog.values() if isinstance(entry, dict)]
-    references = [args.get("provider")]
-    vms = args.get("vms") if isinstance(args.get("vms"), list) else []
-    references.extend(vm.get("provider") for vm in vms if isinstance(vm, dict))
-    for reference in references:
-        if isinstance(reference, dict):
-            found.append(reference.get("type"))
-    return set(kind for kind in found if isinstance(kind, str))
-
-
 def needed_libraries(args, environ):
     """(libraries the task needs, provider types no installed backend declares)."""
-    needed = set(CORE_LIBRARIES)
-    unknown = set()
-    entry_points = None
-    for kind in _provider_types(args):
-        if kind in BACKEND_LIBRARIES:
-            needed.update(BACKEND_LIBRARIES[kind])
-        elif kind not in BUILTIN_BACKENDS:
-            if entry_points is None:
-                entry_points = set(ep.name for ep in installed_entry_points())
-            if kind not in entry_points:
-                unknown.add(kind)
-    store = args.get("state_store") or environ.get("RESILIENT_VIRT_STATE_STORE") or ""
-    needed.update(STORE_LIBRARIES.get(str(store).split("://", 1)[0].lower(), ()))
-    return needed, unknown
+    unknown = set(kind for kind in libraries.provider_types(args) if kind not in BUILTIN_BACKENDS)
+    if unknown:
+        unknown -= set(ep.name for ep in installed_entry_points())
+    return libraries.needed(args, environ), unknown
 
 
 def module_path_reason(module, local, become, async_val, option, task_environment, environ,

@@ -130,3 +130,39 @@ def test_a_controller_without_libvirt_hands_the_task_to_a_module_process(lab, tm
         in run.output
     assert "resilient.virt.circuit_breaker: %s" % IN_WORKER in run.output  # needs no libvirt
     assert isinstance(run.task("list")["vms"], list)
+
+
+def test_a_module_without_its_libraries_names_them_all_with_the_pip_command(lab, tmp_path):
+    """The module process cannot import libvirt, tenacity, pyVmomi or redis (stand-in modules
+    on the PYTHONPATH of the task's environment raise ImportError): each task fails once, with
+    one message naming every library it needs, in the wording of missing_required_lib."""
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    for name in ("libvirt", "tenacity", "pyVmomi", "pyVim", "redis"):
+        (shim / ("%s.py" % name)).write_text("raise ImportError('%s hidden from the module')\n" % name)
+    environment = {"PYTHONPATH": str(shim)}
+    libvirt = {"type": "libvirt", "name": "hv1", "uri": lab.hypervisor("hv1").uri}
+    vsphere = {"type": "vsphere", "name": "vc", "host": "127.0.0.1", "username": "u",
+               "password": "not-shown-anywhere"}
+    tasks = [
+        {"name": "libvirt", "resilient.virt.vm_info": {"provider": libvirt},
+         "environment": environment, "ignore_errors": True},
+        {"name": "vsphere", "resilient.virt.vm_info": {
+            "provider": vsphere, "state_store": "redis://127.0.0.1:1/0"},
+         "environment": environment, "ignore_errors": True},
+    ]
+    run = run_playbook(tmp_path, [play(tasks)], name="nolibs",
+                       env={"RESILIENT_VIRT_STATE_STORE": "sqlite://%s" % (tmp_path / "s.db")})
+    assert run.rc == 0, run.describe()
+    assert "Traceback" not in run.output and "not-shown-anywhere" not in run.output
+    for title, packages in (("libvirt", ["libvirt-python", "tenacity"]),
+                            ("vsphere", ["pyvmomi", "redis", "tenacity"])):
+        failed = run.task(title)
+        assert failed.failed and failed["error"]["type"] == "MissingLibrary", failed
+        assert failed["error"]["details"]["libraries"] == packages
+        message = failed["msg"]
+        assert message.startswith("MissingLibrary: Failed to import the required Python library "
+                                  "(%s)" % ", ".join(packages)), message
+        assert message.endswith("ansible_python_interpreter"), message
+        assert "-m pip install %s;" % " ".join(packages) in message or \
+            "-m pip install %s" % " ".join(packages) in message, message

@@ -3,6 +3,7 @@
 Attempts are counted by an observer plugin (observer_plugin.py, loaded through
 RESILIENT_VIRT_PLUGINS), independently of the circuit breaker's own counters.
 """
+import calendar
 import time
 
 from observer_plugin import ATTEMPTS_ENV, read_attempts
@@ -84,7 +85,8 @@ def test_breaker_stops_attempts_to_a_dead_hypervisor_then_recovers(lab, outage, 
     before = opened.task("breaker")["breaker"]
     assert before["state"] == "open" and before["opened_total"] == 1, before
     outage.start(HV)
-    time.sleep(max(0.0, before["half_open_at"] - time.time()) + 0.2)
+    half_open_at = calendar.timegm(time.strptime(before["half_open_at"], "%Y-%m-%dT%H:%M:%SZ"))
+    time.sleep(max(0.0, half_open_at - time.time()) + 0.2)
     cb = "resilient.virt.circuit_breaker"
     tasks = [
         {"name": "half-open", cb: {"name": "libvirt:hv1-recovering"}},

@@ -27,7 +27,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._time import format
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     BreakerOpen, InvalidSpec, classify, counts_against_breaker, redact)
 
-__all__ = ("CircuitBreaker", "Permit", "list_breakers", "NAMESPACE")
+__all__ = ("CircuitBreaker", "Permit", "list_breakers", "shown", "fact", "NAMESPACE", "FACT_FIELDS")
 
 NAMESPACE = "breaker"
 DEFAULT_PROBE_LEASE = 240.0
@@ -262,6 +262,26 @@ class CircuitBreaker:
     def snapshot(self):
         return _view(self.name, self.store.get(NAMESPACE, self.name), self.store.now(),
                      self._config)
+
+
+FACT_FIELDS = ("state", "consecutive_failures", "half_open_at", "last_error")
+
+
+def shown(snapshot):
+    """A snapshot as results show it: its times in RFC 3339 UTC, ``half_open_at`` rounded up to
+    the second (no probe is let through before it)."""
+    out = dict(snapshot)
+    if out.get("opened_at") is not None:
+        out["opened_at"] = format_time(out["opened_at"])
+    if out.get("half_open_at") is not None:
+        out["half_open_at"] = format_time(math.ceil(out["half_open_at"]))
+    return out
+
+
+def fact(snapshot):
+    """The short form of a snapshot in the ``resilient_virt_breakers`` fact."""
+    full = shown(snapshot)
+    return dict((field, full[field]) for field in FACT_FIELDS)
 
 
 def list_breakers(store):

@@ -45,14 +45,16 @@ def test_subclass_gets_its_own_type_name():
 
 def test_breaker_open_carries_breaker_and_half_open_time():
     import time
-    at = time.time() + 20
+    at = int(time.time()) + 20.25
     err = E.BreakerOpen("libvirt:lab1", at)
     assert err.type == "BreakerOpen" and err.retryable is False
     assert err.breaker == "libvirt:lab1" and err.half_open_at == at
     assert "libvirt:lab1" in str(err) and "half-opens at" in str(err)
-    assert time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at)) in str(err)
-    assert 19 <= err.retry_after <= 20
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(at) + 1))  # rounded up
+    assert when in str(err)
+    assert 19 <= err.retry_after <= 20.25
     assert err.to_dict()["details"]["breaker"] == "libvirt:lab1"
+    assert err.to_dict()["details"]["half_open_at"] == when
     assert not E.counts_against_breaker(err)
 
 

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (
-    CircuitBreaker, list_breakers)
+    CircuitBreaker, fact, list_breakers, shown)
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     BreakerOpen, Conflict, Internal, InvalidSpec, NotFound, NotSupported, QuotaExceeded,
     RateLimit, Timeout, Unauthorized, Unavailable)
@@ -264,3 +264,18 @@ def test_an_operator_change_is_predicted_exactly_in_check_mode(store, start, wan
     assert {k: v for k, v in predicted.items() if k not in timeless} == \
         {k: v for k, v in after.items() if k not in timeless}
     assert after["state"] == wanted
+
+
+def test_results_show_times_in_rfc3339_and_the_fact_in_short_form(store):
+    breaker = CircuitBreaker(store, "libvirt:shown", failure_threshold=1, reset_timeout=30.5)
+    _fail(breaker)
+    snap = breaker.snapshot()
+    view = shown(snap)
+    # oracle: the epochs, formatted here; half_open_at rounds up (no probe passes before it)
+    assert view["opened_at"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(snap["opened_at"])))
+    up = int(snap["half_open_at"]) + (snap["half_open_at"] % 1 > 0)
+    assert view["half_open_at"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(up))
+    assert fact(snap) == {"state": "open", "consecutive_failures": 1,
+                          "half_open_at": view["half_open_at"],
+                          "last_error": {"type": "Unavailable", "message": "connection refused"}}
+    assert shown(CircuitBreaker(store, "libvirt:new").snapshot())["half_open_at"] is None
