@@ -78,7 +78,8 @@ class _AnsibleModule(AnsibleModule):
 
     def fail_json(self, msg, **kwargs):
         if not self._validated and "error" not in kwargs:  # Ansible's own argument checks
-            kwargs["error"] = InvalidSpec(str(msg)).to_dict()
+            kwargs["error"] = dict((key, value) for key, value in InvalidSpec(str(msg)).to_dict().items()
+                                   if key != "message")
             msg = "InvalidSpec: %s" % msg
         super().fail_json(msg, **kwargs)
 
@@ -139,6 +140,8 @@ class ResilientModule:
                               "or the name of an entry of 'providers'")
         if isinstance(reference, str):
             if reference not in catalog:
+                reference = self._catalog_name_of_key(reference, catalog) or reference
+            if reference not in catalog:
                 known = ", ".join(sorted(str(name) for name in catalog)) or "none defined"
                 raise field_error(field, "%r names no entry of 'providers' (known: %s); define it under "
                                   "'providers' or give the provider as a dict" % (reference, known))
@@ -153,6 +156,23 @@ class ResilientModule:
             return dict(reference)
         raise field_error(field, "must be a dict or the name of an entry of 'providers', not %s"
                           % type(reference).__name__)
+
+    @staticmethod
+    def _catalog_name_of_key(key, catalog):
+        """The entry of ``catalog`` whose provider key (``<type>:<name>``, as results give it) is
+        ``key``, or None."""
+        if ":" not in key:
+            return None
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import provider_key
+
+        for name, entry in sorted(catalog.items(), key=lambda item: str(item[0])):
+            if isinstance(entry, dict) and entry.get("type") == key.split(":", 1)[0]:
+                try:
+                    if provider_key(dict(entry, name=entry.get("name") or name)) == key:
+                        return name
+                except VirtError:
+                    continue
+        return None
 
     def provider_references(self):
         """The providers a task with an ``all_providers`` option works on: every entry of
@@ -233,16 +253,19 @@ class ResilientModule:
         module.ansible.exit_json(**result)
 
     def fail(self, err):
-        """Exit with a clean failure describing ``err`` (plus ``err.result``, set by the module)."""
+        """Exit with a clean failure describing ``err`` (plus ``err.result``, set by the module).
+
+        The message is given once, in ``msg`` (``<type>: <message>``); ``error`` has the rest.
+        No facts: Ansible keeps none from a failed task.
+        """
         from ansible_collections.resilient.virt.plugins.module_utils._libraries import explain
 
         err = explain(err, self.params, self.environ)
         self._close()
-        result = dict(error=err.to_dict())
+        error = err.to_dict()
+        del error["message"]
+        result = dict(error=error)
         result.update(err.result)
-        facts = self._facts()
-        if facts:
-            result["ansible_facts"] = facts
         self._warn()
         result.setdefault("invocation", {"module_args": echo(self.params)})
         self.ansible.fail_json(msg="%s: %s" % (err.type, err.message), **result)

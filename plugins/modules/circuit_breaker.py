@@ -176,6 +176,14 @@ ansible_facts:
         last_error:
           description: The last failure that counted against it (C(type), C(message)), or null.
           type: dict
+error:
+  description:
+    - On failure, what failed - C(type) (one of the error taxonomy, such as V(InvalidSpec),
+      V(Unavailable), V(BreakerOpen) or V(MissingLibrary)), C(retryable), C(retry_after) (seconds,
+      or null) and C(details). The message is in C(msg), once.
+  returned: failure
+  type: dict
+  sample: {"type": "Unavailable", "retryable": true, "retry_after": null, "details": {"attempts": 3}}
 """
 
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule

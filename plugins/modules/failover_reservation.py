@@ -252,6 +252,27 @@ evacuation:
       reservation, to_host and, when executed, name, action and error) and unplaced (vm, host, reason).
   returned: when O(state=evacuated)
   type: dict
+ansible_facts:
+  description: Facts for the fact cache and AWX.
+  returned: success
+  type: dict
+  contains:
+    resilient_virt_breakers:
+      description: Every breaker of the state store by name, in short form (C(state),
+        C(consecutive_failures), C(half_open_at), C(last_error)); see M(resilient.virt.circuit_breaker).
+      type: dict
+diff:
+  description: The reservations before and after, with C(--diff), when the task changed them.
+  returned: when changed and in diff mode
+  type: dict
+error:
+  description:
+    - On failure, what failed - C(type) (one of the error taxonomy, such as V(InvalidSpec),
+      V(Unavailable), V(BreakerOpen) or V(MissingLibrary)), C(retryable), C(retry_after) (seconds,
+      or null) and C(details). The message is in C(msg), once.
+  returned: failure
+  type: dict
+  sample: {"type": "Unavailable", "retryable": true, "retry_after": null, "details": {"attempts": 3}}
 """
 
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule

@@ -92,6 +92,31 @@ breaker:
   description: The provider's circuit breaker after the task.
   returned: always
   type: dict
+available:
+  description: True when the provider answered its health check; false when it did not.
+  returned: when O(state=validated) and the backend loaded
+  type: bool
+diff:
+  description: The breaker before and after a reset, with C(--diff).
+  returned: when O(state=reset) changes the breaker
+  type: dict
+ansible_facts:
+  description: Facts for the fact cache and AWX.
+  returned: success
+  type: dict
+  contains:
+    resilient_virt_breakers:
+      description: Every breaker of the state store by name, in short form (C(state),
+        C(consecutive_failures), C(half_open_at), C(last_error)); see M(resilient.virt.circuit_breaker).
+      type: dict
+error:
+  description:
+    - On failure, what failed - C(type) (one of the error taxonomy, such as V(InvalidSpec),
+      V(Unavailable), V(BreakerOpen) or V(MissingLibrary)), C(retryable), C(retry_after) (seconds,
+      or null) and C(details). The message is in C(msg), once.
+  returned: failure
+  type: dict
+  sample: {"type": "Unavailable", "retryable": true, "retry_after": null, "details": {"attempts": 3}}
 """
 
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
@@ -110,7 +135,7 @@ class ProviderModule(ResilientModule):
         try:
             provider = self.open_provider()
         except VirtError as err:
-            err.result = dict(conditions=[conditions.provider_runtime_ready(False, err.message)])
+            err.result = dict(conditions=[conditions.provider_runtime_ready(False)])
             raise
         runtime = conditions.provider_runtime_ready(True, "%s backend loaded" % provider.type_name)
         summary = dict(key=provider.key, type=provider.type_name, capabilities=sorted(provider.capabilities))
@@ -128,10 +153,12 @@ class ProviderModule(ResilientModule):
         except VirtError as err:
             err.result = dict(
                 provider=summary,
-                conditions=[runtime, conditions.provider_available(False, "%s: %s" % (err.type, err.message))],
+                available=False,
+                conditions=[runtime, conditions.provider_available(False)],
                 breaker=shown(provider.policy.breaker.snapshot()),
             )
             raise
+        result["available"] = True
         result["conditions"] = [runtime, conditions.provider_available(True, "%s answered" % provider.key)]
         result["breaker"] = shown(provider.policy.breaker.snapshot())
         return result

@@ -143,6 +143,13 @@ vm:
     hypervisor:
       description: Host the VM is on.
       type: str
+    provider:
+      description: The provider by the name it was given (its entry of O(providers), or its
+        C(name)); its key when it has no name. O(provider) accepts it.
+      type: str
+    provider_key:
+      description: The provider's key, C(<type>:<name>), which names its circuit breaker.
+      type: str
     state:
       description: V(running), V(stopped), V(paused) or V(unknown).
       type: str
@@ -179,19 +186,41 @@ restart_required:
   type: bool
 conditions:
   description:
-    - Kubernetes-style conditions of the VM, each with C(type), C(status), C(reason), C(message)
-      and C(lastTransitionTime).
-    - C(Ready) is V(True)/C(VMReady) when the VM is in the wanted state; on failure V(False) with
-      C(ProviderError) or C(ValidationError), and C(Provisioning) V(False)/C(CreateFailed) when a create failed.
+    - Kubernetes-style conditions of the VM, each with C(type), C(status) (a boolean, null when
+      unknown), C(reason), C(message) and C(lastTransitionTime) (RFC 3339, UTC).
+    - C(Ready) is V(true)/C(VMReady) when the VM is in the wanted state; on failure V(false) with
+      C(ProviderError) or C(ValidationError), and C(Provisioning) V(false)/C(CreateFailed) when a
+      create failed. A condition set by a failure has an empty C(message): C(msg) says what failed.
   returned: always
   type: list
   elements: dict
+ready:
+  description:
+    - True when the VM exists in the requested state (its C(Ready) condition is true); false on
+      failure and after O(state=absent). Meant for C(when:).
+  returned: always
+  type: bool
+diff:
+  description: The VM before and after, with C(--diff), when the task changed it.
+  returned: when changed and in diff mode
+  type: dict
 error:
   description:
-    - On failure, the error's C(type) (such as V(InvalidSpec), V(Unavailable), V(BreakerOpen)),
-      C(message) and C(details).
+    - On failure, what failed - C(type) (one of the error taxonomy, such as V(InvalidSpec),
+      V(Unavailable), V(BreakerOpen) or V(MissingLibrary)), C(retryable), C(retry_after) (seconds,
+      or null) and C(details). The message is in C(msg), once.
   returned: failure
   type: dict
+  sample: {"type": "Unavailable", "retryable": true, "retry_after": null, "details": {"attempts": 3}}
+ansible_facts:
+  description: Facts for the fact cache and AWX.
+  returned: success
+  type: dict
+  contains:
+    resilient_virt_breakers:
+      description: Every breaker of the state store by name, in short form (C(state),
+        C(consecutive_failures), C(half_open_at), C(last_error)); see M(resilient.virt.circuit_breaker).
+      type: dict
 """
 
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
@@ -227,7 +256,7 @@ class VmModule(ResilientModule):
                 force=params["force"], shutdown_timeout=shutdown_timeout,
             )
         except VirtError as err:
-            err.result = dict(conditions=self._failure_conditions(err))
+            err.result = dict(ready=False, conditions=self._failure_conditions(err))
             raise
         result = dict(
             changed=outcome["changed"],
@@ -236,6 +265,8 @@ class VmModule(ResilientModule):
             changes=dict(before=outcome["before"], after=outcome["after"]),
             conditions=self._conditions(outcome),
         )
+        result["ready"] = any(c["type"] == conditions.READY and c["status"] is True
+                              for c in result["conditions"])
         if outcome.get("restart_required"):
             result["restart_required"] = True
         if self.diff_mode and outcome["changed"]:
@@ -253,12 +284,12 @@ class VmModule(ResilientModule):
 
     def _failure_conditions(self, err):
         if isinstance(err, InvalidSpec):
-            ready = conditions.vm_validation_error(err)
+            ready = conditions.vm_validation_error()
         else:
-            ready = conditions.vm_provider_error(err)
+            ready = conditions.vm_provider_error()
         found = [ready]
         if not self.check_mode and self.params["state"] != "absent" and err.operation == "create":
-            found.append(conditions.vm_create_failed(err))
+            found.append(conditions.vm_create_failed())
         return found
 
 

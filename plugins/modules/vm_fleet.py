@@ -295,10 +295,21 @@ diff:
   type: dict
 error:
   description:
-    - On failure, the error's C(type) (that of the first failed VM, or V(InvalidSpec) for a bad
-      list or a refused prune), C(message) and C(details) (C(details.failed) lists the failed VMs).
+    - On failure, what failed - C(type) (one of the error taxonomy, such as V(InvalidSpec),
+      V(Unavailable), V(BreakerOpen) or V(MissingLibrary)), C(retryable), C(retry_after) (seconds,
+      or null) and C(details). The message is in C(msg), once.
   returned: failure
   type: dict
+  sample: {"type": "Unavailable", "retryable": true, "retry_after": null, "details": {"attempts": 3}}
+ansible_facts:
+  description: Facts for the fact cache and AWX.
+  returned: success
+  type: dict
+  contains:
+    resilient_virt_breakers:
+      description: Every breaker of the state store by name, in short form (C(state),
+        C(consecutive_failures), C(half_open_at), C(last_error)); see M(resilient.virt.circuit_breaker).
+      type: dict
 """
 
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule

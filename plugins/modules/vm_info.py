@@ -95,8 +95,15 @@ vms:
       description: Provider's unique id.
       type: str
     provider:
-      description: Key of the provider that reported it, C(<type>:<name>).
+      description: The provider that reported it, by the name it was given (its entry of
+        O(providers), or its C(name)), which O(provider) accepts; its key when it has no name.
       type: str
+      sample: hv1
+    provider_key:
+      description: The provider's key, C(<type>:<name>), which names its circuit breaker and which
+        O(provider) accepts too.
+      type: str
+      sample: libvirt:hv1
     hypervisor:
       description: Host the VM is on.
       type: str
@@ -125,6 +132,23 @@ provider_errors:
   returned: always
   type: list
   elements: dict
+ansible_facts:
+  description: Facts for the fact cache and AWX.
+  returned: success
+  type: dict
+  contains:
+    resilient_virt_breakers:
+      description: Every breaker of the state store by name, in short form (C(state),
+        C(consecutive_failures), C(half_open_at), C(last_error)); see M(resilient.virt.circuit_breaker).
+      type: dict
+error:
+  description:
+    - On failure, what failed - C(type) (one of the error taxonomy, such as V(InvalidSpec),
+      V(Unavailable), V(BreakerOpen) or V(MissingLibrary)), C(retryable), C(retry_after) (seconds,
+      or null) and C(details). The message is in C(msg), once.
+  returned: failure
+  type: dict
+  sample: {"type": "Unavailable", "retryable": true, "retry_after": null, "details": {"attempts": 3}}
 """
 
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
@@ -158,7 +182,7 @@ class VmInfoModule(ResilientModule):
                 found = []
         else:
             found = provider.list_vms(filters or None)
-        return [dict(vm, provider=provider.key) for vm in found if match_filters(vm, filters)]
+        return [vm for vm in found if match_filters(vm, filters)]
 
     def run(self):
         filters = dict((key, value) for key, value in (self.params.get("filters") or {}).items() if value is not None)

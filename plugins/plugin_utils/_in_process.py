@@ -218,7 +218,7 @@ class InProcessAction(ActionBase):
             message = scrub("resilient.virt.%s crashed in the controller's worker: %s: %s" % (
                 self.module, type(exc).__name__, exc), secret_values(args) + secret_values(environ))
             return dict(result, failed=True, msg="Internal: " + message,
-                        error={"type": "Internal", "message": message})
+                        error={"type": "Internal", "retryable": False, "retry_after": None})
         text = json.dumps(formatted, cls=get_module_encoder(PROFILE, Direction.MODULE_TO_CONTROLLER))
         data = self._parse_returned_data({"rc": 0, "stdout": text, "stderr": ""}, PROFILE)
         remove_internal_keys(data)

@@ -4,8 +4,11 @@
 ``yaml.safe_dump``, runs ``ansible-playbook`` with the JSON stdout callback (``ansible.posix.json``)
 and returns a :class:`PlaybookRun`: exit code, raw stdout/stderr, wall time and every task
 result by task name. The collection is found through ``ANSIBLE_COLLECTIONS_PATH``, which
-``tests/conftest.py`` sets.
+``tests/conftest.py`` sets. Every result of a resilient.virt task is checked against its module's
+RETURN: a key it does not document fails the test that ran it.
 """
+import functools
+import importlib
 import json
 import os
 import subprocess
@@ -112,6 +115,36 @@ def _json_document(stdout):
         return {}
 
 
+# keys Ansible itself puts in task results (its own documentation covers them)
+ANSIBLE_KEYS = {"_ansible_no_log", "action", "changed", "failed", "msg", "invocation", "warnings",
+                "deprecations", "exception", "skipped", "skip_reason", "false_condition", "diff",
+                "item", "ansible_loop_var", "_ansible_item_label", "failed_when_result",
+                "changed_when_result", "attempts", "retries", "censored", "module_stdout",
+                "module_stderr", "rc", "ansible_job_id", "started", "finished", "results_file",
+                "_ansible_verbose_always", "_ansible_ignore_errors"}
+
+
+@functools.lru_cache(maxsize=None)
+def documented_keys(action):
+    """The keys the RETURN of ``action`` (resilient.virt.<module>) documents."""
+    module = importlib.import_module("ansible_collections.resilient.virt.plugins.modules."
+                                     + action.rsplit(".", 1)[1])
+    return frozenset(yaml.safe_load(module.RETURN))
+
+
+def _undocumented(result):
+    action = result.get("action") or ""
+    if not action.startswith("resilient.virt."):
+        return set()
+    found = set(result) - ANSIBLE_KEYS - documented_keys(action)
+    for item in result.get("results") or ():
+        if isinstance(item, dict):
+            found |= set(item) - ANSIBLE_KEYS - documented_keys(action)
+    if result.get("results") is not None and "results" not in documented_keys(action):
+        found.discard("results")  # a loop's results, Ansible's own
+    return found
+
+
 class PlaybookRun:
     """Outcome of one ``ansible-playbook`` run."""
 
@@ -126,6 +159,9 @@ class PlaybookRun:
         for play_data in data.get("plays", []):
             for task in play_data.get("tasks", []):
                 for host, result in task.get("hosts", {}).items():
+                    undocumented = _undocumented(result)
+                    assert not undocumented, "%s returned keys its RETURN does not document: %s" % (
+                        result.get("action"), sorted(undocumented))
                     self.tasks.append(TaskResult(task["task"]["name"], host, result,
                                                  _seconds(task["task"].get("duration"))))
         self.stats = data.get("stats", {})

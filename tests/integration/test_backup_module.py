@@ -124,7 +124,7 @@ def test_vsphere_snapshot_revert_and_remove_through_the_modules(tmp_path, vspher
         taken = _ok(run, module="backup")
         assert taken["changed"] and taken["ready"] is True
         assert taken["record"]["phase"] == "Completed" and taken["record"]["kind"] == "backup"
-        assert taken["record"]["conditions"][0]["status"] == "True"
+        assert taken["record"]["conditions"][0]["status"] is True
         again = _ok(run, "again")
         assert again["changed"] is False and again["record"]["version"] == taken["record"]["version"]
         assert [r["name"] for r in _ok(run, "show", "backup_status")["records"]] == ["%s-b1" % name]

@@ -160,7 +160,7 @@ def test_sixty_vms_on_four_providers_in_one_task(fleet_lab):
     kept, removed = entries[:-10], entries[-10:]
     run, result, attempts = fleet_lab.run(kept, prune=True, max_prune=5)
     assert result.failed and result["error"]["type"] == "InvalidSpec"
-    assert "max_prune" in result["error"]["message"] and mutations(attempts) == []
+    assert "max_prune" in result["msg"] and mutations(attempts) == []
     assert fleet_lab.everywhere() == names_by_provider(entries)
     run, result, attempts = fleet_lab.run(kept, prune=True, max_prune=10)
     assert not result.failed and result["summary"]["pruned"] == 10, run.describe()

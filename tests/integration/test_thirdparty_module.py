@@ -41,7 +41,7 @@ def test_vm_lifecycle_on_an_entry_point_backend(memory_example_installed, tmp_pa
 
     created = run.task("create")
     assert created["changed"] is True and created["actions"] == ["create", "start"]
-    assert created["vm"]["state"] == "running" and created["vm"]["provider"] == "memory_example:mem"
+    assert created["vm"]["state"] == "running" and created["vm"]["provider_key"] == "memory_example:mem"
     again = run.task("create again")
     assert again["changed"] is False and again["actions"] == []
     stored = json.loads(base64.b64decode(run.task("stored")["content"]))

@@ -78,12 +78,13 @@ def test_lists_and_filters_across_providers(lab, lab_module, vms, tmp_path):
     listed = everything["vms"]
     keys = [(vm["provider"], vm["name"]) for vm in listed]
     assert keys == sorted(keys), "vms are not sorted by provider, then name"
-    assert {"libvirt:hv1", "libvirt:hv2"} == set(vm["provider"] for vm in listed)
+    assert {("hv1", "libvirt:hv1"), ("hv2", "libvirt:hv2")} == set(
+        (vm["provider"], vm["provider_key"]) for vm in listed)
     for vm in listed:
-        assert vm["hypervisor"] == vm["provider"].split(":", 1)[1], vm
+        assert vm["hypervisor"] == vm["provider"], vm
     mine = [vm for vm in listed if RUN_TAG in vm["tags"]]
     assert [(vm["name"], vm["provider"], vm["state"], vm["vcpus"], vm["memory_mb"]) for vm in mine] == [
-        (web, "libvirt:hv1", "running", 1, 64), (db, "libvirt:hv2", "stopped", 1, 64)]
+        (web, "hv1", "running", 1, 64), (db, "hv2", "stopped", 1, 64)]
     assert mine[0]["uuid"] == vms[web]["uuid"] and mine[1]["uuid"] == vms[db]["uuid"]
 
     expected = {
@@ -102,7 +103,7 @@ def test_lists_and_filters_across_providers(lab, lab_module, vms, tmp_path):
         result = run.task(title)
         assert not result.failed and _names(result) == names, result
         assert result["provider_errors"] == []
-    assert run.task("by name")["vms"][0]["provider"] == "libvirt:hv2"
+    assert run.task("by name")["vms"][0]["provider"] == "hv2"
 
 
 def test_a_stopped_provider_warns_or_fails(lab, lab_module, vms, outage, tmp_path):

@@ -137,7 +137,7 @@ def test_list_vms_and_filters(provider):
     names = [vm["name"] for vm in vms]
     assert {"DC0_C0_RP0_VM0", "DC0_C0_RP0_VM1", "DC0_C1_RP0_VM0", "DC0_C1_RP0_VM1"} <= set(names)
     for vm in vms:
-        assert vm["provider"] == provider.key and vm["az"] in ZONES and vm["uuid"]
+        assert vm["provider_key"] == provider.key and vm["az"] in ZONES and vm["uuid"]
         assert vm["state"] in ("running", "stopped", "paused")
     in_c1 = provider.list_vms({"az": "DC0_C1"})
     assert in_c1 and all(vm["az"] == "DC0_C1" for vm in in_c1)

@@ -273,12 +273,12 @@ class _Cycle:
             if problem is None:
                 res.acknowledged_at = self.stamp
                 res.conditions = set_condition(res.conditions, make_condition(
-                    READY, "True", ACTIVE_REASON, ACTIVE_MESSAGE, now=self.now))
+                    READY, True, ACTIVE_REASON, ACTIVE_MESSAGE, now=self.now))
                 self.result.acknowledged += 1
                 continue
             res.last_changed = self.stamp
             res.conditions = set_condition(res.conditions, make_condition(
-                READY, "False", problem[0], problem[1], now=self.now))
+                READY, False, problem[0], problem[1], now=self.now))
             self._delete(name, *problem)
 
     def _drop_empty(self):
@@ -490,7 +490,7 @@ class _Cycle:
             name=name, host=host, az=az, resources={"cpu": vm.vcpus, "memory_mb": vm.memory_mb},
             allocations={vm.uuid: vm.host}, creator=self.settings.creator,
             last_changed=self.stamp, acknowledged_at=None,
-            conditions=[make_condition(READY, "True", ACTIVE_REASON, ACTIVE_MESSAGE, now=self.now)])
+            conditions=[make_condition(READY, True, ACTIVE_REASON, ACTIVE_MESSAGE, now=self.now)])
         self.work[name] = res
         self.graph.add_reservation(name, host)
         self.graph.link(vm.uuid, name)

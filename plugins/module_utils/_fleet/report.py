@@ -44,12 +44,12 @@ def _conditions(outcome, status, now):
     if outcome.outcome == "failed":
         make = conditions.vm_validation_error if outcome.error.type == "InvalidSpec" else \
             conditions.vm_provider_error
-        return [make(outcome.error, now)]
+        return [make(now)]  # the VM's error says what failed
     if outcome.outcome == "deferred":
         reason = outcome.error.message if outcome.error is not None else outcome.decision.reason
-        return [conditions.make_condition(conditions.READY, "False", "Deferred", reason, now)]
+        return [conditions.make_condition(conditions.READY, False, "Deferred", reason, now)]
     if status.get("status") == "pending":
-        return [conditions.make_condition(conditions.READY, "False", "Pending",
+        return [conditions.make_condition(conditions.READY, False, "Pending",
                                           "check mode: %s would be %s" % (name, outcome.outcome), now)]
     state = "absent" if outcome.vm.state == "absent" else (outcome.observed or {}).get("state")
     return [conditions.vm_ready("%s is %s" % (name, state), now)]

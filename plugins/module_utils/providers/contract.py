@@ -43,7 +43,7 @@ CAPABILITIES = ("validate", "list_hypervisors", "list_vms", "describe", "create"
 POWER_ACTIONS = ("on", "off", "shutdown", "reboot")
 VM_STATES = ("running", "stopped", "paused", "unknown")
 VM_FIELDS = ("name", "uuid", "hypervisor", "az", "state", "vcpus", "memory_mb", "disks",
-             "interfaces", "addresses", "metadata", "tags", "provider")
+             "interfaces", "addresses", "metadata", "tags", "provider", "provider_key")
 FILTER_KEYS = ("name", "state", "tags", "hypervisor", "az")
 
 
@@ -270,11 +270,13 @@ class Provider:
 
 
 def new_vm(provider: Provider, name: str, **fields: Any) -> dict[str, Any]:
-    """A VM dict with every field of VM_FIELDS present (empty when unknown)."""
+    """A VM dict with every field of VM_FIELDS present (empty when unknown): ``provider`` is the
+    name the user gave the provider (its key when it has none), ``provider_key`` its key."""
     vm: dict[str, Any] = {"name": name, "uuid": None, "hypervisor": None, "az": provider.config.get("az"),
                           "state": "unknown", "vcpus": None, "memory_mb": None, "disks": [],
                           "interfaces": [], "addresses": [], "metadata": {}, "tags": [],
-                          "provider": provider.key}
+                          "provider": provider.config.get("name") or provider.key,
+                          "provider_key": provider.key}
     vm.update(fields)
     return vm
 

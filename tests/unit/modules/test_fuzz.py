@@ -15,6 +15,7 @@ import json
 import string
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -38,6 +39,14 @@ TAXONOMY = {name for name in errors.__all__ if isinstance(getattr(errors, name),
                                                                         "StoreUnavailable"}
 TAXONOMY.discard("Internal")
 GOOD_PROVIDER = {"type": "libvirt", "uri": "test:///default", "name": "fuzz"}
+DOCUMENTED = dict((name, set(yaml.safe_load(module.RETURN)))
+                  for name, module in (("vm", vm), ("vm_info", vm_info), ("provider", provider),
+                                       ("circuit_breaker", circuit_breaker),
+                                       ("failover_reservation", failover_reservation),
+                                       ("vm_fleet", vm_fleet), ("backup", backup),
+                                       ("backup_status", backup_status)))
+# what Ansible itself documents for every module
+STANDARD = {"changed", "failed", "msg", "invocation", "warnings", "deprecations", "exception"}
 
 nasty_text = st.one_of(
     st.sampled_from(["", ".", "..", " ", "   ", "a/b", "../../etc", "nul\x00byte", "tab\tx",
@@ -128,15 +137,22 @@ def run_module(module_class, args):
 
 
 def _check(name, args, store):
-    args = dict(args, state_store=store)
+    args = dict(args, state_store=store, _ansible_diff=True)  # diff mode adds keys to check
     result, printed = run_module(MODULES[name], args)
     assert "Traceback" not in printed, printed
+    undocumented = set(result) - STANDARD - DOCUMENTED[name]
+    assert not undocumented, "%s returns keys its RETURN does not document: %s" % (name, undocumented)
     if not result.get("failed"):
         return
     error = result.get("error")
     assert error, "a failure without an error type: %s" % printed
-    assert error["type"] in TAXONOMY, "%s failed with %s: %s" % (name, error["type"], error["message"])
-    assert result["msg"] == "%s: %s" % (error["type"], error["message"])
+    assert error["type"] in TAXONOMY, "%s failed with %s" % (name, result["msg"])
+    assert result["msg"].startswith(error["type"] + ": ") and "message" not in error
+    # the message once: in msg (error.details.errors lists the bad fields, by path, and a
+    # backup's record keeps its errors, on purpose)
+    message = json.dumps(result["msg"].split(": ", 1)[1])[1:-1]  # as the result encodes it
+    rest = dict(result, error=dict(error, details=None), record=None)
+    assert json.dumps(rest).count(message) == 1, "the message is repeated: %s" % printed
 
 
 @pytest.fixture(scope="module")

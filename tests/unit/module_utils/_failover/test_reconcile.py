@@ -85,7 +85,7 @@ def test_new_reservation_goes_to_the_host_with_most_free_memory():
     assert res.resources == {"cpu": 2, "memory_mb": 4 * GIB} and res.az == "az-a"
     assert res.name.startswith("failover-az-a-") and res.creator == "resilient.virt"
     assert res.last_changed == format_time(NOW) and res.acknowledged_at is None
-    assert res.conditions[0]["type"] == "Ready" and res.conditions[0]["status"] == "True"
+    assert res.conditions[0]["type"] == "Ready" and res.conditions[0]["status"] is True
 
 
 def test_capacity_counts_vms_and_every_reservation_on_the_host():
@@ -241,7 +241,7 @@ def test_revalidation_acknowledges_when_due_only():
     assert due.summary["acknowledged"] == 1
     res = due.reservations[0]
     assert res.acknowledged_at == format_time(NOW) and res.last_changed == format_time(NOW - 3600)
-    assert res.conditions[0]["status"] == "True" and res.conditions[0]["reason"] == "ReservationActive"
+    assert res.conditions[0]["status"] is True and res.conditions[0]["reason"] == "ReservationActive"
     changed = run_cycle(fleet, vms, [acked(60, last_changed=format_time(NOW - 1))], settings(),
                         now=NOW)
     assert changed.summary["acknowledged"] == 1
@@ -262,7 +262,7 @@ def test_invalid_reservation_is_deleted_with_a_reason_and_replaced(reservation, 
     (deleted,) = result.deleted
     assert deleted.reason == reason and deleted.reservation.name == "res"
     ready = deleted.reservation.conditions[-1]
-    assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "False", reason)
+    assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", False, reason)
     assert deleted.reservation.last_changed == format_time(NOW)
     assert status(result, "v").held == 1 and "res" not in result.reservations_by_name()
 

@@ -48,7 +48,7 @@ def test_open_provider_builds_a_guarded_libvirt_provider(libvirt_config, store):
         assert isinstance(guarded, GuardedProvider)
         assert guarded.key == "libvirt:unit" == registry.provider_key(libvirt_config)
         assert guarded.policy.breaker.snapshot()["name"] == "libvirt:unit"
-        assert guarded.describe("test")["provider"] == "libvirt:unit"
+        assert guarded.describe("test")["provider_key"] == "libvirt:unit"
     finally:
         guarded.close()
     assert registry.provider_key({"type": "libvirt", "uri": TEST_URI}) == "libvirt:" + TEST_URI

@@ -78,7 +78,7 @@ def test_the_entry_point_provider_works_through_open_provider(tmp_path, store):
     assert guarded.key == "memory_example:mem"
     assert guarded.validate()["fake"] is True
     vm = guarded.create({"name": "demo", "vcpus": 2, "memory_mb": 256, "tags": ["t"]})
-    assert (vm["state"], vm["provider"]) == ("stopped", "memory_example:mem")
+    assert (vm["state"], vm["provider"], vm["provider_key"]) == ("stopped", "mem", "memory_example:mem")
     with pytest.raises(Conflict):
         guarded.create({"name": "demo", "vcpus": 2, "memory_mb": 256})
     assert guarded.power("demo", "on")["state"] == "running"

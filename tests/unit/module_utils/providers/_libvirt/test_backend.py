@@ -70,7 +70,7 @@ def test_lifecycle_of_a_diskless_vm(provider):
                           "metadata": {"owner": "me"}, "interfaces": [{"network": "default"}]})
     assert (vm["state"], vm["vcpus"], vm["memory_mb"], vm["disks"]) == ("stopped", 1, 64, [])
     assert (vm["tags"], vm["metadata"]) == (["web"], {"owner": "me"})
-    assert vm["provider"] == "libvirt:unit"
+    assert (vm["provider"], vm["provider_key"]) == ("unit", "libvirt:unit")
     assert provider.describe("life") == vm
     with pytest.raises(Conflict):
         provider.create({"name": "life", "vcpus": 1, "memory_mb": 64})
