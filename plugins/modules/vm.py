@@ -283,11 +283,8 @@ class VmModule(ResilientModule):
         return [conditions.vm_ready(message)]
 
     def _failure_conditions(self, err):
-        if isinstance(err, InvalidSpec):
-            ready = conditions.vm_validation_error()
-        else:
-            ready = conditions.vm_provider_error()
-        found = [ready]
+        found = [conditions.vm_validation_error() if isinstance(err, InvalidSpec)
+                 else conditions.vm_provider_error()]
         if not self.check_mode and self.params["state"] != "absent" and err.operation == "create":
             found.append(conditions.vm_create_failed())
         return found

@@ -124,7 +124,7 @@ ANSIBLE_KEYS = {"_ansible_no_log", "action", "changed", "failed", "msg", "invoca
                 "_ansible_verbose_always", "_ansible_ignore_errors"}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def documented_keys(action):
     """The keys the RETURN of ``action`` (resilient.virt.<module>) documents."""
     module = importlib.import_module("ansible_collections.resilient.virt.plugins.modules."
