@@ -49,8 +49,8 @@ notes:
   - The O(resilience) failure threshold and reset timeout used for a breaker created by this
     module are those of the task; a breaker created by a provider call keeps that call's settings.
   - Every module that uses the state store publishes all its breakers in the fact
-    C(resilient_virt_breakers), in short form. Ansible does not keep the facts of a failed task:
-    after a failure, the fact holds what the last task that succeeded published; this module
+    C(resilient_virt_breakers), in short form. Ansible does not keep the facts of a failed task,
+    so after a failure the fact holds what the last task that succeeded published; this module
     shows the breakers as they are.
 """
 

@@ -190,7 +190,7 @@ conditions:
       unknown), C(reason), C(message) and C(lastTransitionTime) (RFC 3339, UTC).
     - C(Ready) is V(true)/C(VMReady) when the VM is in the wanted state; on failure V(false) with
       C(ProviderError) or C(ValidationError), and C(Provisioning) V(false)/C(CreateFailed) when a
-      create failed. A condition set by a failure has an empty C(message): C(msg) says what failed.
+      create failed. A condition set by a failure has an empty C(message), as C(msg) says what failed.
   returned: always
   type: list
   elements: dict

@@ -121,7 +121,8 @@ ANSIBLE_KEYS = {"_ansible_no_log", "action", "changed", "failed", "msg", "invoca
                 "item", "ansible_loop_var", "_ansible_item_label", "failed_when_result",
                 "changed_when_result", "attempts", "retries", "censored", "module_stdout",
                 "module_stderr", "rc", "ansible_job_id", "started", "finished", "results_file",
-                "_ansible_verbose_always", "_ansible_ignore_errors"}
+                "_ansible_verbose_always", "_ansible_ignore_errors", "stdout", "stderr",
+                "stdout_lines", "stderr_lines"}
 
 
 @functools.cache

@@ -22,7 +22,7 @@ def test_demo_playbook(lab, tmp_path):
     assert "second run changed nothing" in run.stdout
     assert "ProviderAvailable=HealthCheckPassed" in run.stdout
     for host in ("hv1", "hv2", "hv3"):
-        assert "libvirt:%s %s-web running" % (host, host) in run.stdout
+        assert "%s %s-web running" % (host, host) in run.stdout
     recap = _recap(run.stdout)
     assert len(recap) == 4 and all("failed=0" in line for line in recap), recap
     assert "Traceback" not in run.stdout + run.stderr
