@@ -129,7 +129,7 @@ class Hypervisor:
                          for p, pool in self.pools.items())
 
     def provider(self):
-        return {"type": "libvirt", "name": self.name, "uri": self.uri}
+        return {"type": "libvirt", "name": self.name, "uri": self.uri, "domain_type": "qemu"}
 
     def run(self, *command):
         """Run ``command`` inside the hypervisor's mount namespace; its stdout."""

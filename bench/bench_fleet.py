@@ -84,7 +84,7 @@ def _providers(lab_dir):
     if missing:
         raise BenchError("the lab in %s lacks %s: run `python3 lab/lab.py up --count 3`"
                          % (lab_dir, ", ".join(missing)))
-    return dict((name, {"type": "libvirt", "name": name, "uri": found[name]})
+    return dict((name, {"type": "libvirt", "name": name, "uri": found[name], "domain_type": "qemu"})
                 for name in HYPERVISORS)
 
 

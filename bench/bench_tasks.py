@@ -218,7 +218,7 @@ FIRST_TASK_LABEL = "first task (loads the collection once per playbook)"
 
 def _cases(hv, store_url, with_peer):
     """{case: Case} of the per-task comparison on ``hv``."""
-    provider = {"type": "libvirt", "name": hv["name"], "uri": hv["uri"]}
+    provider = {"type": "libvirt", "name": hv["name"], "uri": hv["uri"], "domain_type": "qemu"}
     cases = {
         "debug": Case("ansible.builtin.debug msg=x", "ansible.builtin.debug", {"msg": "x"}, False,
                       None, CONTROLLER),
@@ -437,7 +437,8 @@ def _lab(lab_dir):
 
 
 def _provider(hv):
-    return LibvirtProvider({"type": "libvirt", "name": hv["name"], "uri": hv["uri"]})
+    return LibvirtProvider({"type": "libvirt", "name": hv["name"], "uri": hv["uri"],
+                            "domain_type": "qemu"})
 
 
 def _delete_quietly(provider, names):

@@ -32,6 +32,9 @@ RUN_DIR_ENV = "RESILIENT_VIRT_LAB_DIR"
 DEFAULT_COUNT = 3
 AZ_COUNT = 2
 CPU_ALLOCATION_RATIO = 8  # lab hypervisors share this machine's few cores; guests are tiny
+# QEMU in TCG: /dev/kvm may exist on such a machine without QEMU being able to use it, so the lab
+# chooses emulation itself rather than take the kvm its hypervisors' capabilities may offer
+DOMAIN_TYPE = "qemu"
 UP_TIMEOUT = 120.0
 KILL_GRACE = 5.0
 DAEMON_GRACE = 10.0  # seconds for a just-started daemon to write its pid file
@@ -402,7 +405,7 @@ def _yaml_lines(mapping, indent=0):
 def provider_config(hv):
     """The ``provider`` dict modules take for this hypervisor."""
     return {"type": "libvirt", "name": hv.name, "uri": hv.uri, "az": hv.az,
-            "cpu_allocation_ratio": CPU_ALLOCATION_RATIO}
+            "cpu_allocation_ratio": CPU_ALLOCATION_RATIO, "domain_type": DOMAIN_TYPE}
 
 
 def inventory(hypervisors, run_dir, python=None, vsphere=None):

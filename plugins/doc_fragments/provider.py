@@ -13,7 +13,8 @@ options:
         package registers) and its connection settings.
       - "libvirt: C(uri) (for example C(qemu:///system), C(qemu+ssh://root@kvm1/system),
         C(qemu+unix:///system?socket=/path/libvirt-sock)), C(name), C(az), C(traits),
-        C(storage_pool), C(domain_type) (C(qemu) or C(kvm))."
+        C(storage_pool), C(domain_type) (C(kvm) or C(qemu); unset, kvm where the hypervisor offers
+        it, else qemu with a warning)."
       - "vsphere: C(host), C(port), C(username), C(password), C(validate_certs) (default true),
         C(datacenter)."
       - Keys whose name contains C(pass), C(pwd), C(secret), C(token), C(api_key),

@@ -66,6 +66,44 @@ options:
     description: Tags stored with the VM, usable as a filter in M(resilient.virt.vm_info).
     type: list
     elements: str
+  libvirt:
+    description:
+      - What only a libvirt domain has, for a new VM (libvirt providers only; another provider
+        refuses the field). The domain type comes from the provider's C(domain_type), else from
+        the hypervisor's capabilities - kvm where offered, otherwise qemu (emulation) with a
+        warning that says so.
+    type: dict
+    suboptions:
+      cpu_mode:
+        description:
+          - V(host-model) (the default where the hypervisor supports it), V(host-passthrough),
+            V(maximum), or V(default) for the hypervisor's own default CPU. A mode the hypervisor
+            does not support is refused, naming those it does.
+        type: str
+        choices: [host-model, host-passthrough, maximum, default]
+      console:
+        description: A serial console on a pty (C(virsh console)). Default V(true).
+        type: bool
+      guest_agent:
+        description: The channel the qemu-guest-agent talks through. Default V(true).
+        type: bool
+      graphics:
+        description: V(none) (the default), or a V(vnc) or V(spice) display listening on localhost.
+        type: str
+        choices: [none, vnc, spice]
+      xml:
+        description:
+          - The escape hatch for what the spec does not cover - each item one XML element, such
+            as C(<rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>). A
+            device element (C(rng), C(watchdog), C(tpm), C(memballoon), C(video)...) is added to
+            the domain's devices; another domain element (C(clock), C(features), C(cpu),
+            C(cputune)...) replaces the element of that name. Elements the spec sets itself
+            (C(name), C(memory), C(vcpu), C(os), C(metadata), C(devices)) are refused.
+          - Each item is parsed with an XML parser (malformed XML is refused by its index), and
+            the whole domain is validated against libvirt's schema when it is defined; nothing is
+            created when it does not validate.
+        type: list
+        elements: str
   force:
     description: With O(state=stopped), power the VM off when the graceful shutdown does not finish in time.
     type: bool
@@ -95,6 +133,23 @@ EXAMPLES = r"""
     vcpus: 1
     memory_mb: 512
     tags: [web]
+    state: running
+
+- name: A production KVM guest - host-model CPU, console and guest agent (the defaults), VNC, a
+    random number generator through the XML escape hatch
+  resilient.virt.vm:
+    provider: {type: libvirt, uri: "qemu+ssh://root@kvm1/system"}
+    name: app1
+    vcpus: 2
+    memory_mb: 2048
+    disks:
+      - {size_gb: 20}
+    interfaces:
+      - {network: default}
+    libvirt:
+      graphics: vnc
+      xml:
+        - "<rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>"
     state: running
 
 - name: Set providers once, then refer to them by name
@@ -239,6 +294,13 @@ class VmModule(ResilientModule):
         boot=dict(type="list", elements="str"),
         metadata=dict(type="dict"),
         tags=dict(type="list", elements="str"),
+        libvirt=dict(type="dict", options=dict(
+            cpu_mode=dict(type="str", choices=["host-model", "host-passthrough", "maximum", "default"]),
+            console=dict(type="bool"),
+            guest_agent=dict(type="bool"),
+            graphics=dict(type="str", choices=["none", "vnc", "spice"]),
+            xml=dict(type="list", elements="str"),
+        )),
         force=dict(type="bool", default=False),
         shutdown_timeout=dict(type="raw", default="60s"),
     )

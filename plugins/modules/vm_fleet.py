@@ -39,8 +39,8 @@ options:
       - The desired VMs. Each is a dict with the options of M(resilient.virt.vm) that describe a
         VM - C(name) (required), C(provider) (a name of O(providers) or a dict; default
         O(provider)), C(state) (V(present), V(running), V(stopped) or V(absent); default
-        V(present)), C(vcpus), C(memory_mb), C(disks), C(interfaces), C(boot), C(metadata) and
-        C(tags).
+        V(present)), C(vcpus), C(memory_mb), C(disks), C(interfaces), C(boot), C(metadata),
+        C(tags) and C(libvirt) (see M(resilient.virt.vm)).
       - Checked as a whole before anything is contacted; every problem is reported by its path,
         such as C(vms[3].memory_mb). A VM (provider and name) may be listed once.
     type: list

@@ -25,7 +25,7 @@ MARGIN = 3.0  # ansible-playbook starting a module process on a loaded 2-core ma
 
 def _provider(lab, name="hv1"):
     hv = lab.hypervisor(name)
-    return {"type": "libvirt", "name": hv.name, "uri": hv.uri, "az": hv.az}
+    return {"type": "libvirt", "name": hv.name, "uri": hv.uri, "az": hv.az, "domain_type": "qemu"}
 
 
 def _task(title, module="vm", **args):

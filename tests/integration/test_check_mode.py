@@ -130,7 +130,7 @@ def _libvirt_resources(state):
 
 def test_libvirt(lab, tmp_path, domain_xml):
     hv = lab.hypervisor("hv1")
-    provider = {"type": "libvirt", "name": hv.name, "uri": hv.uri}
+    provider = {"type": "libvirt", "name": hv.name, "uri": hv.uri, "domain_type": "qemu"}
     name, stopped = "check-%s" % uuid.uuid4().hex[:6], "check-off-%s" % uuid.uuid4().hex[:6]
     conn = libvirt.open(hv.uri)
     events = None

@@ -32,7 +32,8 @@ def _normal(value, suffix):
 
 def _tasks(lab, vsphere, suffix):
     name = "exe-" + suffix
-    catalog = {"hv1": {"type": "libvirt", "name": "hv1", "uri": lab.hypervisor("hv1").uri},
+    catalog = {"hv1": {"type": "libvirt", "name": "hv1", "uri": lab.hypervisor("hv1").uri,
+                       "domain_type": "qemu"},
                "vcsim": dict(vsphere, name="vcsim")}
     fleet = [{"name": name + "-f1", "provider": "hv1", "vcpus": 1, "memory_mb": 64},
              {"name": name + "-f2", "provider": "vcsim", "vcpus": 1, "memory_mb": 64}]

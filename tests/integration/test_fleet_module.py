@@ -36,7 +36,8 @@ class Lab:
         self.tmp_path = tmp_path
         self.prefix = prefix
         self.providers = dict((hv, {"type": "libvirt", "name": "%s-%s" % (prefix, hv),
-                                    "uri": lab.hypervisor(hv).uri}) for hv in HYPERVISORS)
+                                    "uri": lab.hypervisor(hv).uri, "domain_type": "qemu"})
+                              for hv in HYPERVISORS)
         self.providers["vcsim"] = dict(vsphere, name="%s-vcsim" % prefix)
         self.store = "sqlite:///%s" % (tmp_path / "state.db")
         self.runs = 0

@@ -45,7 +45,7 @@ def test_state_and_inventory_describe_the_lab(lab):
     assert inv["az2"]["hosts"] == ["hv2"]
     for name in ("hv1", "hv2", "hv3"):
         provider = {"type": "libvirt", "name": name, "uri": hvs[name]["uri"], "az": hvs[name]["az"],
-                    "cpu_allocation_ratio": 8}
+                    "cpu_allocation_ratio": 8, "domain_type": "qemu"}
         assert hostvars[name]["ansible_connection"] == "local"
         assert hostvars[name]["resilient_virt_provider"] == provider
         assert hostvars[name]["resilient_virt_providers"][name] == provider

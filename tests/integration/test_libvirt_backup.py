@@ -49,8 +49,8 @@ def conn(hv):
 @pytest.fixture
 def open_guarded(hv, guarded_provider):
     """``open_guarded(**options)``: a new GuardedProvider (its own connection), closed at the end."""
-    return lambda **options: guarded_provider(dict({"type": "libvirt", "name": HV, "uri": hv.uri},
-                                                   **options))
+    config = {"type": "libvirt", "name": HV, "uri": hv.uri, "domain_type": "qemu"}
+    return lambda **options: guarded_provider(dict(config, **options))
 
 
 @pytest.fixture
@@ -223,7 +223,7 @@ def test_a_new_process_follows_a_backup_whose_starter_was_killed(open_guarded, c
         "time.sleep(600)\n")
     from paths import COLLECTIONS
 
-    config = {"type": "libvirt", "name": HV, "uri": hv.uri}
+    config = {"type": "libvirt", "name": HV, "uri": hv.uri, "domain_type": "qemu"}
     store = "sqlite:///%s" % (tmp_path / "child.db")
     child = subprocess.Popen([sys.executable, "-c", script, json.dumps(config), prefix + "-b", vm, store],
                              stdout=subprocess.PIPE, text=True,

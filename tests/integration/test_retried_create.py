@@ -70,7 +70,7 @@ def _check(run, attempts, outcomes, tmp_path):
 def test_libvirt(lab, tmp_path):
     hv = lab.hypervisor("hv2")
     name = "retried-%s" % uuid.uuid4().hex[:6]
-    provider = {"type": "libvirt", "name": "hv2-frozen", "uri": hv.uri}
+    provider = {"type": "libvirt", "name": "hv2-frozen", "uri": hv.uri, "domain_type": "qemu"}
     conn = libvirt.open(hv.uri)
     try:
         run, attempts, outcomes = _run_with_freeze(tmp_path, provider, name,

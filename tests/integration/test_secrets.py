@@ -60,7 +60,7 @@ def _catalog(lab):
         "vc": {"type": "vsphere", "host": "127.0.0.1", "port": 1, "username": "u",
                "password": "{{ vc }}"},
         "kvm": {"type": "libvirt", "uri": "qemu+tcp://bob:{{ libvirt }}@127.0.0.1:1/system"},
-        "hv1": {"type": "libvirt", "name": "hv1",
+        "hv1": {"type": "libvirt", "name": "hv1", "domain_type": "qemu",
                 "uri": hv.uri.replace("qemu+unix:///", "qemu+unix://bob:{{ libvirt }}@/")},
     }
 

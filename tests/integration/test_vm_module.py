@@ -25,7 +25,7 @@ def _unique(prefix):
 
 def _provider(lab):
     hv = lab.hypervisor(HV)
-    return {"type": "libvirt", "name": hv.name, "uri": hv.uri, "az": hv.az}
+    return {"type": "libvirt", "name": hv.name, "uri": hv.uri, "az": hv.az, "domain_type": "qemu"}
 
 
 def _defaults(lab, tmp_path):

@@ -12,6 +12,7 @@ import json
 import re
 
 from ansible_collections.resilient.virt.plugins.module_utils._convert import to_int
+from ansible_collections.resilient.virt.plugins.module_utils._vm.reconcile import SPEC_FIELDS
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, field_error, field_errors)
 
@@ -20,7 +21,6 @@ __all__ = ("OWNER_KEY", "STATES", "FIELDS", "PATTERNS", "DesiredVM", "check_owne
 
 OWNER_KEY = "resilient_virt_owner"  # metadata key of the marker on every VM a fleet creates
 STATES = ("present", "running", "stopped", "absent")
-SPEC_FIELDS = ("vcpus", "memory_mb", "disks", "interfaces", "boot", "metadata", "tags")
 FIELDS = ("name", "provider", "state") + SPEC_FIELDS
 _OWNER = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 PATTERNS = (_OWNER,)  # compiled ahead by a controller that preloads the collection
@@ -84,6 +84,12 @@ def _dicts(value, path, problems):
     return value
 
 
+def _dict(value, path, problems):
+    if not isinstance(value, dict):
+        problems.append((path, "must be a dict"))
+    return value
+
+
 def _metadata(value, path, problems):
     if not isinstance(value, dict):
         problems.append((path, "must be a dict of key: value"))
@@ -94,7 +100,7 @@ def _metadata(value, path, problems):
 
 
 _CHECKS = {"vcpus": _positive, "memory_mb": _positive, "disks": _dicts, "interfaces": _dicts,
-           "boot": _strings, "tags": _strings, "metadata": _metadata}
+           "boot": _strings, "tags": _strings, "metadata": _metadata, "libvirt": _dict}
 
 
 def _entry(index, entry, problems):

@@ -15,7 +15,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, NotFound, Timeout, VirtError, field_error, field_errors)
 
 STATES = ("present", "absent", "running", "stopped", "restarted")
-SPEC_FIELDS = ("vcpus", "memory_mb", "disks", "interfaces", "boot", "metadata", "tags")
+SPEC_FIELDS = ("vcpus", "memory_mb", "disks", "interfaces", "boot", "metadata", "tags", "libvirt")
 RECONFIGURABLE = ("vcpus", "memory_mb")
 DIFF_FIELDS = ("state", "vcpus", "memory_mb")
 MAX_REPLANS = 3

@@ -135,8 +135,9 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
                                doc="Storage pool where disks given by size_gb are created."),
         "backup_pool": Option(default="backups",
                               doc="Directory storage pool where backups are stored (backup.py)."),
-        "domain_type": Option(default="qemu", choices=DOMAIN_TYPES,
-                              doc="Domain type of new VMs: qemu (emulation) or kvm."),
+        "domain_type": Option(choices=DOMAIN_TYPES,
+                              doc="Domain type of new VMs: kvm or qemu (emulation). Unset, kvm "
+                                  "where the hypervisor offers it, else qemu with a warning."),
         "cpu_allocation_ratio": Option(kind="ratio", default=1.0,
                                        doc="Virtual CPUs allowed per physical CPU; the hypervisor's "
                                            "cpu capacity reported to failover planning is cpus x ratio."),
@@ -301,16 +302,42 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
         import uuid as uuidlib
 
         uuid = str(uuidlib.uuid4())
+        domain_type, cpu_mode = self._platform(conn, spec)
         volumes = self._create_volumes(conn, spec, uuid)
         try:
-            dom = conn.defineXML(build_domain_xml(spec, self.config["domain_type"], uuid, volumes))
+            dom = conn.defineXMLFlags(build_domain_xml(spec, domain_type, uuid, volumes, cpu_mode),
+                                      _libvirt().VIR_DOMAIN_DEFINE_VALIDATE)
         except Exception as exc:
             self._delete_volumes(conn, volumes.values(), best_effort=True)
             if self._exists(conn, spec["name"]):  # another task defined it meanwhile
                 raise Conflict("VM %r already exists on %s" % (spec["name"], self.key),
                                cause=exc) from exc
+            if _is(exc, "XML_INVALID_SCHEMA"):
+                raise field_error("libvirt.xml" if spec["libvirt"]["xml"] else "spec",
+                                  "the domain XML does not validate against libvirt's schema "
+                                  "(%s); fix or remove the element" % redact(
+                                      exc.get_error_message() or exc), cause=exc) from exc
             raise
         return self._vm(conn, dom)
+
+    def _platform(self, conn, spec):
+        """(domain type, CPU mode) of a new domain, from the hypervisor's capabilities."""
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.platform import (
+            choose_cpu_mode, choose_domain_type, cpu_modes, domain_types)
+
+        capabilities = conn.getCapabilities()
+        domain_type, warning = choose_domain_type(capabilities, self.config.get("domain_type"),
+                                                  self.key)
+        if warning and warning not in self.warnings:
+            self.warnings.append(warning)
+        try:
+            supported = cpu_modes(conn.getDomainCapabilities(
+                None, domain_types(capabilities)[0] or None, None, domain_type, 0))
+        except Exception as exc:  # noqa: BLE001 - a driver without domain capabilities
+            if not _is(exc, "NO_SUPPORT"):
+                raise
+            supported = None
+        return domain_type, choose_cpu_mode(supported, spec["libvirt"].get("cpu_mode"), self.key)
 
     def _exists(self, conn, name):
         try:

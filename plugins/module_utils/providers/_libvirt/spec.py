@@ -13,12 +13,25 @@ The spec is the ``create`` argument of the libvirt provider::
     boot: [hd, network]
     metadata: {owner: team-a}        # values stored as strings
     tags: [web]
+    libvirt:                         # what only libvirt domains have (all optional)
+      cpu_mode: host-model           # host-model, host-passthrough, maximum or default
+      console: true                  # a serial console (virsh console)
+      guest_agent: true              # the qemu-guest-agent channel
+      graphics: none                 # none, vnc or spice (listening on localhost)
+      xml:                           # elements the spec does not cover, each validated
+        - <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>
 
 Unknown keys are errors (typos are caught) and every bad field is reported by its path, for
 example ``disks[0].size_gb: -1 is less than the minimum of 1``. Keys whose value is None count
 as unset. The XML is built with ElementTree, so names and values are escaped, never injected:
 a name such as ``a&b<c>"`` is stored verbatim. Imported on the paths that write a domain
 (create, reconfigure) only.
+
+``libvirt.xml`` is the escape hatch: each item is one XML element, parsed here (malformed XML is
+refused by its index) and placed by its tag - a device (``rng``, ``watchdog``, ``tpm``...) is
+added to ``<devices>``, another domain element (``clock``, ``features``, ``cputune``...)
+replaces the element of that tag; what the spec sets itself (name, memory, vcpu, os, metadata,
+devices) is refused. The whole domain is then validated against libvirt's schema when defined.
 """
 import json
 import re
@@ -27,6 +40,7 @@ import xml.etree.ElementTree as ET
 from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import (
     mib, name_problem, qualified)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.platform import CPU_MODES
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vm_schema import (
     MAC_PATTERN, STRING, check_spec, field_path, spec_schema as vm_schema)
 
@@ -37,6 +51,14 @@ DISK_BUSES = ("virtio", "sata", "scsi", "ide")
 DISK_FORMATS = ("qcow2", "raw")
 DISK_DEVICES = ("disk", "cdrom")
 NIC_MODELS = ("virtio", "e1000", "e1000e", "rtl8139")
+GRAPHICS = ("none", "vnc", "spice")
+DEVICE_TAGS = frozenset(("emulator", "disk", "filesystem", "controller", "lease", "hostdev",
+                         "redirdev", "smartcard", "interface", "input", "hub", "graphics",
+                         "video", "parallel", "serial", "console", "channel", "sound", "audio",
+                         "watchdog", "memballoon", "rng", "tpm", "nvram", "panic", "shmem",
+                         "memory", "iommu", "vsock", "crypto", "pstore"))
+SPEC_TAGS = frozenset(("name", "uuid", "metadata", "memory", "currentMemory", "vcpu", "os",
+                       "devices"))  # set by the spec itself
 BOOT_DEVICES = ("hd", "cdrom", "network")
 _TARGET_PREFIX = {"virtio": "vd", "sata": "sd", "scsi": "sd", "ide": "hd"}
 # characters XML 1.0 cannot carry at all
@@ -64,6 +86,13 @@ def spec_schema():
         "interfaces": {"type": "array", "items": nic},
         "boot": {"type": "array", "items": {"enum": list(BOOT_DEVICES)}, "uniqueItems": True},
         "tags": {"type": "array", "items": STRING, "uniqueItems": True},
+        "libvirt": {"type": "object", "additionalProperties": False, "properties": {
+            "cpu_mode": {"enum": list(CPU_MODES)},
+            "console": {"type": "boolean"},
+            "guest_agent": {"type": "boolean"},
+            "graphics": {"enum": list(GRAPHICS)},
+            "xml": {"type": "array", "items": STRING},
+        }},
     })
 
 
@@ -102,7 +131,28 @@ def _semantic_errors(spec):
     for index, nic in enumerate(spec.get("interfaces") or []):
         if isinstance(nic, dict) and ("network" in nic) == ("bridge" in nic):
             yield "interfaces[%d]" % index, "give exactly one of network or bridge"
+        mac = nic.get("mac") if isinstance(nic, dict) else None
+        if isinstance(mac, str) and re.match(MAC_PATTERN, mac) and int(mac[:2], 16) & 1:
+            yield "interfaces[%d].mac" % index, ("%s is a multicast address; give a unicast one "
+                                                 "(even first octet), such as 52:54:00:12:34:56" % mac)
+    extra = spec.get("libvirt") if isinstance(spec.get("libvirt"), dict) else {}
+    fragments = extra.get("xml") if isinstance(extra.get("xml"), list) else []
+    for index, text in enumerate(fragments):
+        if isinstance(text, str) and text:
+            problem = _fragment_problem(text)
+            if problem:
+                yield "libvirt.xml[%d]" % index, problem
 
+
+def _fragment_problem(text):
+    """What is wrong with the ``libvirt.xml`` item ``text``, or None."""
+    try:
+        node = ET.fromstring(text)
+    except ET.ParseError as exc:
+        return "is not well-formed XML (%s); give one element, such as <rng model='virtio'>...</rng>" % exc
+    if node.tag in SPEC_TAGS:
+        return "<%s> is set by the VM spec itself; use its fields instead" % node.tag
+    return None
 
 def _drop_none(value):
     if isinstance(value, dict):
@@ -128,7 +178,9 @@ def _with_defaults(spec):
         disks.append(dict(disk, device=device,
                           bus=disk.get("bus", "sata" if device == "cdrom" else "virtio"),
                           format=disk.get("format", "raw" if device == "cdrom" else guessed)))
-    return dict(spec, disks=disks,
+    extra = dict({"console": True, "guest_agent": True, "graphics": "none", "xml": []},
+                 **(spec.get("libvirt") or {}))
+    return dict(spec, disks=disks, libvirt=extra,
                 interfaces=[dict(nic, model=nic.get("model", "virtio"))
                             for nic in spec.get("interfaces") or []],
                 boot=spec.get("boot") or ["hd"],
@@ -166,11 +218,13 @@ def volume_xml(name, size_gb, fmt):
     return ET.tostring(root, encoding="unicode")
 
 
-def build_domain_xml(spec, domain_type="qemu", uuid=None, volumes=None):
+def build_domain_xml(spec, domain_type="qemu", uuid=None, volumes=None, cpu_mode=None):
     """Domain XML for a validated ``spec`` (see :func:`validate_spec`).
 
     ``volumes`` maps a disk index to the volume created for it (dict pool, name, path,
-    size_gb); those disks use the volume's path and are recorded in the metadata.
+    size_gb); those disks use the volume's path and are recorded in the metadata. ``cpu_mode``
+    is the CPU mode chosen for the hypervisor (``platform.choose_cpu_mode``), None for its
+    default.
     """
     volumes = volumes or {}
     root = ET.Element("domain", type=domain_type)
@@ -199,6 +253,8 @@ def build_domain_xml(spec, domain_type="qemu", uuid=None, volumes=None):
     features = _sub(root, "features")
     _sub(features, "acpi")
     _sub(features, "apic")
+    if cpu_mode:
+        _sub(root, "cpu", mode=cpu_mode)
     devices = _sub(root, "devices")
     used = {}
     for index, disk in enumerate(spec["disks"]):
@@ -219,7 +275,31 @@ def build_domain_xml(spec, domain_type="qemu", uuid=None, volumes=None):
             _sub(node, "mac", address=nic["mac"].lower())
         _sub(node, "source", **{kind: nic[kind]})
         _sub(node, "model", type=nic["model"])
+    _platform_devices(devices, spec["libvirt"])
+    for text in spec["libvirt"]["xml"]:
+        node = ET.fromstring(text)
+        if node.tag in DEVICE_TAGS:
+            devices.append(node)
+            continue
+        old = root.find(node.tag)
+        if old is not None:
+            root.remove(old)
+        root.append(node)
     return ET.tostring(root, encoding="unicode")
+
+
+def _platform_devices(devices, extra):
+    """The serial console, the guest agent's channel and graphics a ``libvirt`` spec asks for."""
+    if extra["console"]:
+        _sub(_sub(devices, "serial", type="pty"), "target", port=0)
+        _sub(_sub(devices, "console", type="pty"), "target", type="serial", port=0)
+    if extra["guest_agent"]:
+        channel = _sub(devices, "channel", type="unix")
+        _sub(channel, "target", type="virtio", name="org.qemu.guest_agent.0")
+    if extra["graphics"] != "none":
+        graphics = _sub(devices, "graphics", type=extra["graphics"], autoport="yes")
+        _sub(graphics, "listen", type="address", address="127.0.0.1")
+        _sub(_sub(devices, "video"), "model", type="virtio")
 
 
 def set_domain_resources(xml, vcpus=None, memory_mb=None):

@@ -13,6 +13,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, Internal, InvalidSpec, NotFound, NotSupported, Timeout, Unavailable, classify)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backend import (
     LibvirtProvider)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import validate_spec
 from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import (
     open_provider)
 
@@ -173,11 +174,22 @@ def test_a_missing_storage_pool_is_an_invalid_spec_naming_the_field(libvirt_conf
 
 def test_a_failed_define_leaves_no_volume_behind(provider):
     before = volumes(provider)
-    exc = libvirt_error(lambda: provider.create({  # libvirt refuses a multicast MAC address
-        "name": "multi", "vcpus": 1, "memory_mb": 64, "disks": [{"size_gb": 1}],
-        "interfaces": [{"network": "default", "mac": "01:00:00:00:00:01"}]}))
-    assert isinstance(provider.classify_error(exc), InvalidSpec) and "multicast" in str(exc)
+    with pytest.raises(InvalidSpec) as info:  # libvirt's schema refuses an rng of no model
+        provider.create({"name": "bad-rng", "vcpus": 1, "memory_mb": 64, "disks": [{"size_gb": 1}],
+                         "libvirt": {"xml": ["<rng model='no-such-model'/>"]}})
+    assert info.value.details["errors"][0]["path"] == "libvirt.xml"
+    assert "libvirt's schema" in info.value.message
     assert volumes(provider) == before
+    with pytest.raises(NotFound):
+        provider.describe("bad-rng")
+
+
+def test_a_multicast_mac_address_is_refused_by_its_field():
+    with pytest.raises(InvalidSpec) as info:
+        validate_spec({"name": "multi", "vcpus": 1, "memory_mb": 64,
+                       "interfaces": [{"network": "default", "mac": "01:00:00:00:00:01"}]})
+    assert info.value.details["errors"][0]["path"] == "interfaces[0].mac"
+    assert "multicast" in info.value.message
 
 
 def test_an_invalid_spec_lists_every_bad_field_and_creates_nothing(provider):
@@ -257,7 +269,7 @@ def test_provider_options_are_checked_and_secrets_never_shown():
     prov = LibvirtProvider({"type": "libvirt", "uri": TEST_URI, "username": "u",
                             "password": "s3cr3t!", "port": None})
     assert prov.safe_config()["password"] != "s3cr3t!" and "port" not in prov.config
-    assert prov.config["domain_type"] == "qemu" and prov.config["storage_pool"] == "default"
+    assert "domain_type" not in prov.config and prov.config["storage_pool"] == "default"
 
 
 def test_credentials_are_given_through_open_auth(libvirt_config):
