@@ -2,8 +2,8 @@
 
 Loaded by the modules through ``RESILIENT_VIRT_PLUGINS=freeze_plugin`` (with this directory on
 ``PYTHONPATH``). When :data:`FREEZE_ENV` is ``PID:SECONDS``, the first ``create`` attempt of the
-run arms a one-shot trap on the request that creates the VM (libvirt's ``defineXML``, vSphere's
-``CreateVM_Task``): just before that request leaves, PID (the hypervisor's libvirtd, or the
+run arms a one-shot trap on the request that creates the VM (libvirt's ``defineXMLFlags`` or
+``defineXML``, vSphere's ``CreateVM_Task``): just before that request leaves, PID (the hypervisor's libvirtd, or the
 vSphere simulator) gets SIGSTOP, and a detached process sends it SIGCONT SECONDS later, whatever
 happens to the module. The provider then holds the create request while the attempt times
 out, and carries it out on thawing: the VM appears after its attempt was abandoned, which is
@@ -45,13 +45,18 @@ def _arm(target, marker):
     except ImportError:
         pass
     else:
-        define = libvirt.virConnect.defineXML
+        define, define_flags = libvirt.virConnect.defineXML, libvirt.virConnect.defineXMLFlags
 
         def define_xml(self, xml):
             fire()
             return define(self, xml)
 
+        def define_xml_flags(self, xml, flags=0):
+            fire()
+            return define_flags(self, xml, flags)
+
         libvirt.virConnect.defineXML = define_xml
+        libvirt.virConnect.defineXMLFlags = define_xml_flags
     try:
         from pyVmomi import SoapAdapter
     except ImportError:
