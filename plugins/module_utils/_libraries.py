@@ -76,12 +76,11 @@ def missing_error(names, cause=None):
     from ansible.module_utils.basic import missing_required_lib
 
     packages = [PACKAGES.get(name, (name, "by this task")) for name in sorted(names)]
+    pips = [package for package, _why in packages]
     reason = "by this task: %s; install with: %s -m pip install %s" % (
-        "; ".join("%s %s" % package for package in packages), sys.executable,
-        " ".join(package for package, _why in packages))
-    return MissingLibrary(missing_required_lib(", ".join(package for package, _why in packages),
-                                              reason=reason), cause=cause,
-                          details={"libraries": [package for package, _why in packages]})
+        "; ".join("%s %s" % package for package in packages), sys.executable, " ".join(pips))
+    return MissingLibrary(missing_required_lib(", ".join(pips), reason=reason), cause=cause,
+                          details={"libraries": pips})
 
 
 def explain(err, args, environ):

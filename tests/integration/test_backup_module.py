@@ -172,8 +172,8 @@ def kvm(hv, conn, tmp_path):
     modules' harness for it, and cleanup of every domain and volume named with its prefix."""
     mark = "bm%s" % uuid.uuid4().hex[:8]
     dom, disk = make_vm(conn, hv, mark + "-vm")
-    backups = Backups(tmp_path, {"kvm": {"type": "libvirt", "name": "bk-" + mark, "uri": hv.uri,
-                                          "domain_type": "qemu"}})
+    config = {"type": "libvirt", "name": "bk-" + mark, "uri": hv.uri, "domain_type": "qemu"}
+    backups = Backups(tmp_path, {"kvm": config})
     backups.mark, backups.vm, backups.dom, backups.disk = mark, mark + "-vm", dom, disk
     backups.key = "libvirt:bk-" + mark
     yield backups

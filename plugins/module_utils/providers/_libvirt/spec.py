@@ -154,6 +154,7 @@ def _fragment_problem(text):
         return "<%s> is set by the VM spec itself; use its fields instead" % node.tag
     return None
 
+
 def _drop_none(value):
     if isinstance(value, dict):
         return dict((k, _drop_none(v)) for k, v in value.items() if v is not None)
