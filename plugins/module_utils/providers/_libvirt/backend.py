@@ -149,6 +149,7 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
             raise field_error("provider.uri", "%r is not a libvirt URI; %s"
                               % (redact(self.config["uri"]), _URI_HELP))
         self._hostname = None
+        self._offered = None  # (domain type, its warning, CPU modes) once read
         self._shared = SharedConnection(self._open, lambda conn: conn.close(), CLOSE_TIMEOUT,
                                         "libvirt close of %s" % self.key, _forget)
 
@@ -305,8 +306,11 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
         domain_type, cpu_mode = self._platform(conn, spec)
         volumes = self._create_volumes(conn, spec, uuid)
         try:
+            # libvirt's schema check (about 8 ms a define) for XML the user wrote; what the
+            # spec builds is valid by construction (checked by the unit tests)
+            flags = _libvirt().VIR_DOMAIN_DEFINE_VALIDATE if spec["libvirt"]["xml"] else 0
             dom = conn.defineXMLFlags(build_domain_xml(spec, domain_type, uuid, volumes, cpu_mode),
-                                      _libvirt().VIR_DOMAIN_DEFINE_VALIDATE)
+                                      flags)
         except Exception as exc:
             self._delete_volumes(conn, volumes.values(), best_effort=True)
             if self._exists(conn, spec["name"]):  # another task defined it meanwhile
@@ -321,22 +325,26 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
         return self._vm(conn, dom)
 
     def _platform(self, conn, spec):
-        """(domain type, CPU mode) of a new domain, from the hypervisor's capabilities."""
+        """(domain type, CPU mode) of a new domain, from the hypervisor's capabilities (read
+        once per provider)."""
         from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.platform import (
             choose_cpu_mode, choose_domain_type, cpu_modes, domain_types)
 
-        capabilities = conn.getCapabilities()
-        domain_type, warning = choose_domain_type(capabilities, self.config.get("domain_type"),
-                                                  self.key)
+        if self._offered is None:
+            capabilities = conn.getCapabilities()
+            domain_type, warning = choose_domain_type(capabilities, self.config.get("domain_type"),
+                                                      self.key)
+            try:
+                supported = cpu_modes(conn.getDomainCapabilities(
+                    None, domain_types(capabilities)[0] or None, None, domain_type, 0))
+            except Exception as exc:  # noqa: BLE001 - a driver without domain capabilities
+                if not _is(exc, "NO_SUPPORT"):
+                    raise
+                supported = None
+            self._offered = (domain_type, warning, supported)
+        domain_type, warning, supported = self._offered
         if warning and warning not in self.warnings:
             self.warnings.append(warning)
-        try:
-            supported = cpu_modes(conn.getDomainCapabilities(
-                None, domain_types(capabilities)[0] or None, None, domain_type, 0))
-        except Exception as exc:  # noqa: BLE001 - a driver without domain capabilities
-            if not _is(exc, "NO_SUPPORT"):
-                raise
-            supported = None
         return domain_type, choose_cpu_mode(supported, spec["libvirt"].get("cpu_mode"), self.key)
 
     def _exists(self, conn, name):

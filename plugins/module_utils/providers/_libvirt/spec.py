@@ -31,7 +31,7 @@ a name such as ``a&b<c>"`` is stored verbatim. Imported on the paths that write 
 refused by its index) and placed by its tag - a device (``rng``, ``watchdog``, ``tpm``...) is
 added to ``<devices>``, another domain element (``clock``, ``features``, ``cputune``...)
 replaces the element of that tag; what the spec sets itself (name, memory, vcpu, os, metadata,
-devices) is refused. The whole domain is then validated against libvirt's schema when defined.
+devices) is refused. A domain with such items is validated against libvirt's schema when defined.
 """
 import json
 import re

@@ -64,3 +64,33 @@ def test_cpu_mode_host_model_where_supported_and_unsupported_modes_refused():
         platform.choose_cpu_mode(supported, "host-passthrough", "libvirt:h")
     assert info.value.details["errors"][0]["path"] == "libvirt.cpu_mode"
     assert "supported: maximum, host-model, default" in info.value.message
+
+
+def test_every_domain_the_spec_builds_validates_against_libvirts_schema():
+    """The create path skips libvirt's schema check when no XML of the user's is given: what
+    the spec builds, with every field it knows, must validate."""
+    from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import (
+        build_domain_xml, validate_spec)
+
+    specs = [
+        {"name": 'a&b<c>"', "vcpus": 1, "memory_mb": 64},
+        {"name": "full", "vcpus": 2, "memory_mb": 128, "boot": ["network", "hd"],
+         "disks": [{"path": "/var/lib/x.qcow2"}, {"path": "/isos/i.iso", "device": "cdrom"},
+                   {"path": "/var/lib/y.raw", "bus": "scsi", "format": "raw"}],
+         "interfaces": [{"network": "default", "mac": "52:54:00:12:34:56"},
+                        {"bridge": "br0", "model": "e1000"}],
+         "metadata": {"owner": "team", "n": 1}, "tags": ["web", "db"],
+         "libvirt": {"cpu_mode": "host-model", "graphics": "spice"}},
+        {"name": "bare", "vcpus": 1, "memory_mb": 64,
+         "libvirt": {"console": False, "guest_agent": False, "graphics": "vnc",
+                     "cpu_mode": "maximum"}},
+    ]
+    conn = libvirt.open(TEST_URI)
+    try:
+        for spec in specs:
+            for domain_type, cpu_mode in (("test", None), ("test", "host-model"), ("test", "maximum")):
+                xml = build_domain_xml(validate_spec(spec), domain_type, None, None, cpu_mode)
+                dom = conn.defineXMLFlags(xml, libvirt.VIR_DOMAIN_DEFINE_VALIDATE)
+                dom.undefine()
+    finally:
+        conn.close()
