@@ -76,7 +76,7 @@ from checkout import ROOT, use_checkout
 use_checkout()
 
 from bench_core import REDIS_SERVER, _Redis, time_calls  # noqa: E402
-from bench_tasks import BenchError, Runner, _write_json, print_targets  # noqa: E402
+from bench_tasks import BenchError, Runner, print_targets, run_and_report  # noqa: E402
 
 from ansible_collections.resilient.virt.plugins.module_utils._backup import (  # noqa: E402
     records, status_write)
@@ -646,15 +646,7 @@ def main(argv=None):
         if getattr(args, name) is None:
             setattr(args, name, quick if args.quick else full)
     args.lab_dir = os.path.abspath(args.lab_dir)
-    try:
-        result = run(args)
-    except BenchError as exc:
-        print("bench_backup: %s" % exc, file=sys.stderr)
-        return 1
-    print_report(result)
-    if args.json:
-        _write_json(args.json, result)
-    return 0
+    return run_and_report("bench_backup", run, print_report, args)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ from checkout import ROOT, use_checkout
 use_checkout()
 
 from bench_inventory import _simulator  # noqa: E402
-from bench_tasks import BenchError, Runner, _peer_available, _write_json, print_targets  # noqa: E402
+from bench_tasks import BenchError, Runner, _peer_available, print_targets, run_and_report  # noqa: E402
 
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.backend import (  # noqa: E402
     VSphereProvider)
@@ -405,15 +405,7 @@ def main(argv=None):
     if args.repeats is None:
         args.repeats = 3 if args.quick else 5
     args.lab_dir = os.path.abspath(args.lab_dir)
-    try:
-        result = run(args)
-    except BenchError as exc:
-        print("bench_fleet: %s" % exc, file=sys.stderr)
-        return 1
-    print_report(result)
-    if args.json:
-        _write_json(args.json, result)
-    return 0
+    return run_and_report("bench_fleet", run, print_report, args)
 
 
 if __name__ == "__main__":

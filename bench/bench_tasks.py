@@ -199,6 +199,20 @@ def _write_json(path, data):
         json.dump(data, handle, indent=1)
 
 
+def run_and_report(name, run, print_report, args):
+    """The end of a bench's ``main``: ``run(args)``, its report printed and, with ``--json``,
+    written; 0, or 1 with why on stderr when the bench could not run (BenchError)."""
+    try:
+        result = run(args)
+    except BenchError as exc:
+        print("%s: %s" % (name, exc), file=sys.stderr)
+        return 1
+    print_report(result)
+    if args.json:
+        _write_json(args.json, result)
+    return 0
+
+
 # ---------------------------------------------------------------- cases
 
 Case = collections.namedtuple("Case", "label module args no_change env path")
@@ -1006,15 +1020,7 @@ def main(argv=None):
         parser.error("--tasks must be at least 2 (the marginal figure compares N tasks with 1)")
     args.outage_off_tasks = max(1, min(args.outage_off_tasks, args.outage_tasks or 1))
     args.lab_dir = os.path.abspath(args.lab_dir)
-    try:
-        result = run(args)
-    except BenchError as exc:
-        print("bench_tasks: %s" % exc, file=sys.stderr)
-        return 1
-    print_report(result)
-    if args.json:
-        _write_json(args.json, result)
-    return 0
+    return run_and_report("bench_tasks", run, print_report, args)
 
 
 if __name__ == "__main__":

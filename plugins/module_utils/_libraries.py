@@ -12,8 +12,8 @@ import sys
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import MissingLibrary, _chain
 
-__all__ = ("CORE", "BACKENDS", "STORES", "PACKAGES", "provider_types", "needed", "missing",
-           "missing_error", "explain")
+__all__ = ("CORE", "BACKENDS", "STORES", "PACKAGES", "provider_types", "needed", "importable",
+           "missing", "missing_error", "explain")
 
 CORE = ("pluggy", "tenacity", "jsonschema")
 BACKENDS = {"libvirt": ("libvirt",), "vsphere": ("pyVmomi",)}  # provider type -> libraries
@@ -56,7 +56,8 @@ def needed(args, environ):
     return names
 
 
-def _imports(name):
+def importable(name):
+    """True when this Python imports the library ``name`` (and what it needs to work)."""
     try:
         for module in _MODULES.get(name, (name,)):
             importlib.import_module(module)
@@ -67,7 +68,7 @@ def _imports(name):
 
 def missing(names):
     """Those of ``names`` that this Python cannot import, sorted."""
-    return sorted(name for name in names if not _imports(name))
+    return sorted(name for name in names if not importable(name))
 
 
 def missing_error(names, cause=None):

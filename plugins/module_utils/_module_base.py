@@ -245,9 +245,9 @@ class ResilientModule:
             module.fail(classify(err))
         module._close()
         result.setdefault("changed", False)
-        facts = module._facts()
-        for key, value in facts.items():  # facts the module set itself win
-            result.setdefault("ansible_facts", {}).setdefault(key, value)
+        if BREAKER_FACT not in result.get("ansible_facts", {}):  # one the module set itself wins
+            for key, value in module._facts().items():
+                result.setdefault("ansible_facts", {})[key] = value
         module._warn()
         result.setdefault("invocation", {"module_args": echo(module.params)})
         module.ansible.exit_json(**result)

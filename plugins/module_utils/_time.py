@@ -9,8 +9,11 @@ _RFC3339 = r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|z|[+
 PATTERNS = (_RFC3339,)  # compiled ahead by a controller that preloads the collection
 
 
-def format_time(epoch):
-    """Epoch seconds -> "YYYY-MM-DDTHH:MM:SSZ" (whole seconds, UTC)."""
+def format_time(epoch, round_up=False):
+    """Epoch seconds -> "YYYY-MM-DDTHH:MM:SSZ" (whole seconds, UTC): the second it falls in, or
+    with ``round_up`` the first whole second not before it (for a time something waits for)."""
+    if round_up:
+        epoch = -(-epoch // 1)
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 

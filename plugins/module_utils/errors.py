@@ -8,7 +8,6 @@ one has to be classified.
 """
 from __future__ import annotations
 
-import math
 import time
 from typing import Any, Callable
 from collections.abc import Iterable, Iterator, Mapping
@@ -162,11 +161,11 @@ class BreakerOpen(VirtError):
         half_open_at = float(half_open_at)
         wait = max(0.0, half_open_at - time.time())
         if message is None:
-            when = format_time(math.ceil(half_open_at))
+            when = format_time(half_open_at, round_up=True)
             message = ("circuit breaker %r is open: calls are refused until it half-opens at %s "
                        "(in %.1f s); see the breaker with resilient.virt.circuit_breaker"
                        % (breaker, when, wait))
-        merged = {"breaker": breaker, "half_open_at": format_time(math.ceil(half_open_at))}
+        merged = {"breaker": breaker, "half_open_at": format_time(half_open_at, round_up=True)}
         merged.update(details or {})
         super().__init__(message, cause=cause, retry_after=wait, details=merged)
         self.breaker = breaker

@@ -214,9 +214,9 @@ class CircuitBreakerModule(ResilientModule):
             name, ", ".join(sorted(known)) or "none", action))
 
     def _change(self, name, state, known):
-        """(changed, before, after) of the change ``state`` asks of breaker ``name``."""
-        from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (
-            NAMESPACE, shown)
+        """(changed, before, after) snapshots of the change ``state`` asks of breaker ``name``
+        (``known``: the snapshots of the store by name); ``after`` is None once removed."""
+        from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import NAMESPACE
         from ansible_collections.resilient.virt.plugins.module_utils._resilience.policy import Policy
 
         if state == "absent":
@@ -230,29 +230,33 @@ class CircuitBreakerModule(ResilientModule):
                                 "its provider: check the name, or give 'provider' instead of "
                                 "'name' to %s the breaker of a provider not called yet" % state)
         breaker = Policy(self.store, name, self.settings).breaker
-        changed, before, after = breaker.set_state("closed" if state == "reset" else "open",
-                                                   self.check_mode)
-        return changed, shown(before), shown(after)
+        return breaker.set_state("closed" if state == "reset" else "open", self.check_mode)
 
     def run(self):
+        from ansible_collections.resilient.virt.plugins.module_utils._module_base import BREAKER_FACT
         from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (
-            list_breakers, shown)
+            fact, list_breakers, shown)
 
         name, state = self._name(), self.params["state"]
-        known = dict((snap["name"], shown(snap)) for snap in list_breakers(self.store))
+        known = dict((snap["name"], snap) for snap in list_breakers(self.store))
         result = dict(changed=False)
         after = known.get(name)
         if state != "query":
             result["changed"], before, after = self._change(name, state, known)
             if result["changed"] and self.diff_mode:
-                result["diff"] = dict(before=before or {}, after=after or {})
-            if result["changed"] and not self.check_mode:
-                known = dict((snap["name"], shown(snap)) for snap in list_breakers(self.store))
+                result["diff"] = dict(before=shown(before) if before else {},
+                                      after=shown(after) if after else {})
+            if result["changed"] and not self.check_mode:  # the store as the change left it
+                known.pop(name, None)
+                if after is not None:
+                    known[name] = after
         elif name is not None and name not in known:
             raise self._missing(name, known, "list them with this module without 'name'")
-        result["breakers"] = [snap for key, snap in sorted(known.items()) if name is None or key == name]
+        result["breakers"] = [shown(snap) for key, snap in sorted(known.items())
+                              if name is None or key == name]
         if name is not None:
-            result["breaker"] = after
+            result["breaker"] = shown(after) if after else None
+        result["ansible_facts"] = {BREAKER_FACT: dict((key, fact(snap)) for key, snap in known.items())}
         return result
 
 

@@ -16,7 +16,6 @@ libraries it can find) is already loaded in every worker, which is where a task'
 otherwise go. Each task runs in its own forked worker, so nothing a task leaves in memory reaches
 the next one; what persists is in the state store.
 """
-import importlib
 import json
 import os
 import re
@@ -59,13 +58,6 @@ PRELOAD = (
 _COLLECTION = "ansible_collections.resilient.virt."
 
 
-def _import(name):
-    try:
-        return importlib.import_module(name)
-    except Exception:  # noqa: BLE001 - anything a missing or broken library raises
-        return None
-
-
 AVAILABLE = {}  # library -> importable by the controller's Python
 CLASSES = {}    # module name -> its ResilientModule class
 
@@ -75,14 +67,13 @@ def load():
     that runs every task as a module process (RESILIENT_VIRT_IN_PROCESS=false) skips it."""
     if AVAILABLE:
         return
-    for name in libraries.CORE + ("libvirt", "pyVmomi", "pyVim.connect", "redis", "sqlite3"):
-        AVAILABLE[name] = _import(name) is not None
-    AVAILABLE["pyVmomi"] = AVAILABLE["pyVmomi"] and AVAILABLE.pop("pyVim.connect")
+    for name in libraries.CORE + ("libvirt", "pyVmomi", "redis", "sqlite3"):
+        AVAILABLE[name] = libraries.importable(name)
     for name in PRELOAD:
-        _import(_COLLECTION + name)
+        libraries.importable(_COLLECTION + name)
     for name in MODULES:
-        module = _import(_COLLECTION + "plugins.modules." + name)
-        if module is not None:
+        if libraries.importable(_COLLECTION + "plugins.modules." + name):
+            module = sys.modules[_COLLECTION + "plugins.modules." + name]
             CLASSES[name] = next(value for key, value in vars(module).items()
                                  if key.endswith("Module") and isinstance(value, type)
                                  and value.__module__ == module.__name__)

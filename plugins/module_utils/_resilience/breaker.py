@@ -274,7 +274,7 @@ def shown(snapshot):
     if out.get("opened_at") is not None:
         out["opened_at"] = format_time(out["opened_at"])
     if out.get("half_open_at") is not None:
-        out["half_open_at"] = format_time(math.ceil(out["half_open_at"]))
+        out["half_open_at"] = format_time(out["half_open_at"], round_up=True)
     return out
 
 

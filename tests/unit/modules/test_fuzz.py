@@ -13,6 +13,7 @@ import contextlib
 import io
 import json
 import string
+import sys
 
 import pytest
 import yaml
@@ -39,12 +40,8 @@ TAXONOMY = {name for name in errors.__all__ if isinstance(getattr(errors, name),
                                                                         "StoreUnavailable"}
 TAXONOMY.discard("Internal")
 GOOD_PROVIDER = {"type": "libvirt", "uri": "test:///default", "name": "fuzz"}
-DOCUMENTED = dict((name, set(yaml.safe_load(module.RETURN)))
-                  for name, module in (("vm", vm), ("vm_info", vm_info), ("provider", provider),
-                                       ("circuit_breaker", circuit_breaker),
-                                       ("failover_reservation", failover_reservation),
-                                       ("vm_fleet", vm_fleet), ("backup", backup),
-                                       ("backup_status", backup_status)))
+DOCUMENTED = dict((name, set(yaml.safe_load(sys.modules[klass.__module__].RETURN)))
+                  for name, klass in MODULES.items())
 # what Ansible itself documents for every module
 STANDARD = {"changed", "failed", "msg", "invocation", "warnings", "deprecations", "exception"}
 

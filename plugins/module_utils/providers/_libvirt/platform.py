@@ -77,6 +77,7 @@ def choose_cpu_mode(supported, wanted, where):
     if wanted:
         if supported is not None and wanted not in supported:
             raise field_error("libvirt.cpu_mode", "%s is not supported by %s (supported: %s)" % (
-                wanted, where, ", ".join(supported + ["default"])))
+                wanted, where, ", ".join([mode for mode in supported if mode in CPU_MODES]
+                                         + ["default"])))
         return wanted
     return "host-model" if supported and "host-model" in supported else None
