@@ -13,8 +13,9 @@ attempt abandoned after its time limit makes the backend drop its connection (``
 
 Before retrying a mutating call, a look at the provider decides whether an earlier attempt
 already did the work: create -> a VM of that name exists; delete -> the VM is gone; power ->
-the VM is in the wanted state (on: running; off, shutdown: stopped; reboot is always redone);
-reconfigure -> vCPUs and memory have the wanted values; migrate -> the VM is on the target;
+the VM is in the wanted state (on: running; off, shutdown: stopped; pause: paused; suspend:
+suspended; reboot is always redone); reconfigure -> the VM has every wanted value
+(``_reconfigure.differences``); migrate -> the VM is on the target;
 backup_start -> polling the handle finds the operation (running or finished).
 
 A graceful shutdown that the guest does not finish within its timeout raises Timeout at once:
@@ -27,6 +28,7 @@ provider's secrets before the breaker records them and the caller sees them.
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     NotFound, NotSupported, Timeout, VirtError, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.policy import Policy
+from ansible_collections.resilient.virt.plugins.module_utils.providers._reconfigure import differences
 
 __all__ = ("GuardedProvider", "OPERATION_CLASS", "BACKUP_OPERATION_CLASS")
 
@@ -40,7 +42,8 @@ BACKUP_OPERATION_CLASS = {
     "backup_prepare": "describe", "backup_list": "describe", "backup_start": "mutating",
     "backup_cancel": "mutating", "backup_delete": "mutating", "backup_poll": "task_status",
 }
-_POWER_STATE = {"on": "running", "off": "stopped", "shutdown": "stopped"}
+_POWER_STATE = {"on": "running", "off": "stopped", "shutdown": "stopped", "pause": "paused",
+                "suspend": "suspended"}
 
 
 class _GuestTimeout(VirtError):
@@ -108,6 +111,10 @@ class GuardedProvider:
     @property
     def capabilities(self):
         return self.provider.capabilities
+
+    @property
+    def reconfigurable(self):
+        return self.provider.reconfigurable
 
     @property
     def warnings(self):
@@ -202,15 +209,18 @@ class GuardedProvider:
         except _GuestTimeout as err:
             raise err.timeout from None
 
-    def reconfigure(self, name, vcpus=None, memory_mb=None):
+    def reconfigure(self, name, **changes):
+        """Change the given fields (``_reconfigure`` rules); a field the backend cannot change
+        raises NotSupported naming it, before any call."""
         self.provider.check_name(name)
-
-        def done(vm):
-            return vm is not None and (vcpus is None or vm.get("vcpus") == vcpus) and \
-                (memory_mb is None or vm.get("memory_mb") == memory_mb)
-
-        return self._call("reconfigure", {"name": name, "vcpus": vcpus, "memory_mb": memory_mb},
-                          self._look(name, done))
+        changes = dict((field, value) for field, value in changes.items() if value is not None)
+        cannot = sorted(set(changes) - set(self.provider.reconfigurable))
+        if cannot:
+            raise NotSupported("the %s provider cannot change %s of an existing VM; set %s to "
+                               "the VM's current value or remove it" % (
+                                   self.type_name, ", ".join(cannot), " and ".join(cannot)))
+        return self._call("reconfigure", dict(changes, name=name), self._look(
+            name, lambda vm: vm is not None and not differences(vm, changes)))
 
     def migrate(self, name, hypervisor):
         self.provider.check_name(name)

@@ -4,10 +4,12 @@ A backend subclasses :class:`Provider`, sets ``type_name``, ``capabilities`` and
 (the keys of its ``provider`` dict), and implements the operations it lists in
 ``capabilities``; the others raise NotSupported. Methods return plain JSON-able dicts:
 
-* VM dict: ``name, uuid, hypervisor, az, state (running|stopped|paused|unknown), vcpus,
-  memory_mb, disks, interfaces, addresses`` (IP addresses the provider knows, the primary
-  first; empty when it knows none), ``metadata, tags, provider`` (the provider key); see
-  :func:`new_vm`.
+* VM dict: ``name, uuid, hypervisor, az, state (running|stopped|paused|suspended|unknown),
+  vcpus, memory_mb, disks, interfaces`` (as the VM is configured: what it runs with after its
+  next start), ``addresses`` (IP addresses the provider knows, the primary first; empty when it
+  knows none), ``metadata, tags, autostart`` (bool, None when unknown), ``restart_required``
+  (True when the running VM still runs with something other than its configuration),
+  ``provider`` (the name the user gave) and ``provider_key``; see :func:`new_vm`.
 * hypervisor dict: ``name, az, cpu, memory_mb, used_cpu, used_memory_mb, state, traits``, and
   ``vm_count`` (VMs defined on it) when the backend can count them without a call per VM.
 
@@ -40,10 +42,11 @@ __all__ = ("CAPABILITIES", "POWER_ACTIONS", "VM_STATES", "VM_FIELDS", "Option", 
 
 CAPABILITIES = ("validate", "list_hypervisors", "list_vms", "describe", "create", "delete",
                 "power", "reconfigure", "task_status", "migrate")
-POWER_ACTIONS = ("on", "off", "shutdown", "reboot")
-VM_STATES = ("running", "stopped", "paused", "unknown")
+POWER_ACTIONS = ("on", "off", "shutdown", "reboot", "pause", "suspend")
+VM_STATES = ("running", "stopped", "paused", "suspended", "unknown")
 VM_FIELDS = ("name", "uuid", "hypervisor", "az", "state", "vcpus", "memory_mb", "disks",
-             "interfaces", "addresses", "metadata", "tags", "provider", "provider_key")
+             "interfaces", "addresses", "metadata", "tags", "autostart", "restart_required",
+             "provider", "provider_key")
 FILTER_KEYS = ("name", "state", "tags", "hypervisor", "az")
 
 
@@ -143,6 +146,8 @@ class Provider:
 
     type_name: ClassVar[str | None] = None
     capabilities: ClassVar[frozenset[str]] = frozenset()
+    # what reconfigure() can change on an existing VM (see _reconfigure.FIELDS)
+    reconfigurable: ClassVar[frozenset[str]] = frozenset(("vcpus", "memory_mb"))
     options: ClassVar[dict[str, Option]] = {
         "type": Option(doc="Provider type."),
         "name": Option(doc="Name of this provider; also names its circuit breaker."),
@@ -242,14 +247,25 @@ class Provider:
 
     def power(self, name: str, action: str, timeout: float | None = None) -> dict[str, Any]:
         """``action`` in POWER_ACTIONS; ``shutdown`` waits up to ``timeout`` s, then Timeout.
+        ``on`` also resumes a paused VM and restores a suspended one; ``pause`` stops its vCPUs
+        (memory kept in the host), ``suspend`` saves its memory to disk and stops it; a backend
+        that cannot do one raises NotSupported with the reason.
 
         Returns the VM dict, with ``changed`` False when the VM already was in the wanted state
         (another task got there first) and nothing was done; a missing ``changed`` means True.
         """
         raise self.unsupported("power")
 
-    def reconfigure(self, name: str, vcpus: int | None = None,
-                    memory_mb: int | None = None) -> dict[str, Any]:
+    def reconfigure(self, name: str, vcpus: int | None = None, memory_mb: int | None = None,
+                    **changes: Any) -> dict[str, Any]:
+        """Change the fields of ``reconfigurable`` that are given (only those are passed), each
+        to its wanted value as ``_reconfigure`` defines it: ``metadata`` merged (a None value
+        removes the key), ``tags`` exact, ``disks`` and ``interfaces`` exact lists matched by
+        position (``_reconfigure.list_changes``; a removed disk's storage is kept, with a warning
+        that names it), ``autostart``, ``boot``. Live where the platform can, otherwise in the
+        configuration only: the VM dict returned then has ``restart_required`` True, and
+        describes the configuration, so a second call with the same values changes nothing.
+        """
         raise self.unsupported("reconfigure")
 
     def task_status(self, task_id: str) -> dict[str, Any]:
@@ -275,6 +291,7 @@ def new_vm(provider: Provider, name: str, **fields: Any) -> dict[str, Any]:
     vm: dict[str, Any] = {"name": name, "uuid": None, "hypervisor": None, "az": provider.config.get("az"),
                           "state": "unknown", "vcpus": None, "memory_mb": None, "disks": [],
                           "interfaces": [], "addresses": [], "metadata": {}, "tags": [],
+                          "autostart": None, "restart_required": False,
                           "provider": provider.config.get("name") or provider.key,
                           "provider_key": provider.key}
     vm.update(fields)
