@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 
-from ansible_collections.resilient.virt.plugins.module_utils._convert import to_int
+from ansible_collections.resilient.virt.plugins.module_utils._convert import to_bool, to_int
 from ansible_collections.resilient.virt.plugins.module_utils._vm.reconcile import SPEC_FIELDS
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, field_error, field_errors)
@@ -84,6 +84,20 @@ def _dicts(value, path, problems):
     return value
 
 
+def _bool(value, path, problems):
+    try:
+        return to_bool(value)
+    except ValueError:
+        problems.append((path, "must be true or false, not %r" % (value,)))
+        return value
+
+
+def _text(value, path, problems):
+    if not isinstance(value, str) or not value:
+        problems.append((path, "must be a non-empty string"))
+    return value
+
+
 def _dict(value, path, problems):
     if not isinstance(value, dict):
         problems.append((path, "must be a dict"))
@@ -100,7 +114,8 @@ def _metadata(value, path, problems):
 
 
 _CHECKS = {"vcpus": _positive, "memory_mb": _positive, "disks": _dicts, "interfaces": _dicts,
-           "boot": _strings, "tags": _strings, "metadata": _metadata, "libvirt": _dict}
+           "boot": _strings, "tags": _strings, "metadata": _metadata, "autostart": _bool,
+           "placement": _dict, "template": _text, "libvirt": _dict}
 
 
 def _entry(index, entry, problems):

@@ -12,28 +12,34 @@ real conflict and fails the task.
 
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    Conflict, NotFound, Timeout, VirtError, field_error, field_errors)
+    Conflict, NotFound, NotSupported, Timeout, VirtError, field_error, field_errors)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._reconfigure import (
+    FIELDS as RECONFIGURABLE, differences, merged_metadata)
 
-STATES = ("present", "absent", "running", "stopped", "restarted")
-SPEC_FIELDS = ("vcpus", "memory_mb", "disks", "interfaces", "boot", "metadata", "tags", "libvirt")
-RECONFIGURABLE = ("vcpus", "memory_mb")
+STATES = ("present", "absent", "running", "stopped", "restarted", "paused", "suspended")
+SPEC_FIELDS = ("vcpus", "memory_mb", "disks", "interfaces", "boot", "metadata", "tags", "autostart",
+               "libvirt", "cloud_init")
 DIFF_FIELDS = ("state", "vcpus", "memory_mb")
 MAX_REPLANS = 3
 UNREAD = object()  # ``current`` not given: reconcile reads the VM itself
 
 
-def diff_view(vm):
-    """The part of a VM that the diff shows."""
+def diff_view(vm, spec=None):
+    """The part of a VM that the diff shows: state, vCPUs, memory and the fields ``spec`` sets."""
     if vm is None:
         return {"state": "absent"}
-    return dict((field, vm.get(field)) for field in DIFF_FIELDS)
+    shown = DIFF_FIELDS + tuple(field for field in RECONFIGURABLE
+                                if field not in DIFF_FIELDS and (spec or {}).get(field) is not None)
+    return dict((field, vm.get(field)) for field in shown)
 
 
-def plan(current, state, spec):
+def plan(current, state, spec, reconfigurable=RECONFIGURABLE):
     """Actions that take ``current`` (a VM dict or None) to ``state`` with ``spec``.
 
     Each action is ``(verb, arguments)``; verbs are create, delete, reconfigure, start, shutdown,
-    reboot. The plan is pure, so check mode can return it without touching the provider.
+    power_off, reboot, pause, suspend. The plan is pure, so check mode can return it without
+    touching the provider. ``reconfigurable`` names the fields the provider can change on an
+    existing VM: another field that differs is refused (NotSupported) before anything changes.
     """
     if state not in STATES:
         raise field_error("state", "must be one of %s, not %r" % (", ".join(STATES), state))
@@ -50,38 +56,70 @@ def plan(current, state, spec):
         actions.append(("create", {}))
         power = "stopped"
     else:
-        changes = dict(
-            (field, spec[field]) for field in RECONFIGURABLE
-            if spec.get(field) is not None and spec[field] != current.get(field)
-        )
+        changes = differences(current, dict((field, spec.get(field)) for field in RECONFIGURABLE))
+        cannot = sorted(set(changes) - set(reconfigurable))
+        if cannot:
+            raise NotSupported(
+                "this provider cannot change %s of an existing VM (it differs from the spec); "
+                "give the VM's current value or remove %s from the task"
+                % (", ".join(cannot), " and ".join(cannot)), details={"fields": cannot})
         if changes:
             actions.append(("reconfigure", changes))
         power = current.get("state")
-    running = power == "running"
-    if state == "running" and not running:
-        actions.append(("start", {}))
-    elif state == "stopped" and running:
-        actions.append(("shutdown", {}))
-    elif state == "restarted":
-        actions.append(("reboot", {}) if running else ("start", {}))
-    return actions
+    return actions + _power_actions(power, state)
+
+
+def _power_actions(power, state):
+    """Power actions from the VM's state ``power`` to the wanted ``state``."""
+    if state == "running":
+        return [] if power == "running" else [("start", {})]
+    if state == "stopped":
+        return {"running": [("shutdown", {})], "paused": [("start", {}), ("shutdown", {})],
+                "suspended": [("power_off", {})]}.get(power, [])
+    if state == "paused":
+        return {"running": [("pause", {})], "paused": []}.get(power, [("start", {}), ("pause", {})])
+    if state == "suspended":
+        if power == "stopped":
+            raise field_error("state", "the VM is stopped, so it has no running state to "
+                                       "suspend; use state=running first, or state=stopped")
+        return {"running": [("suspend", {})], "suspended": []}.get(power, [("start", {}), ("suspend", {})])
+    if state == "restarted":
+        return [("start", {}), ("reboot", {})] if power == "paused" else \
+            [("reboot", {})] if power == "running" else [("start", {})]
+    return []
+
+
+_POWER_AFTER = {"start": "running", "reboot": "running", "shutdown": "stopped",
+                "power_off": "stopped", "pause": "paused", "suspend": "suspended"}
 
 
 def predict(current, actions, spec):
     """The VM view after ``actions``, for check mode and diff."""
-    after = dict(diff_view(current))
+    after = dict(diff_view(current, spec))
     for verb, arguments in actions:
         if verb == "delete":
             return {"state": "absent"}
         if verb == "create":
-            after = dict(state="stopped", vcpus=spec.get("vcpus"), memory_mb=spec.get("memory_mb"))
-        elif verb == "reconfigure":
-            after.update(arguments)
-        elif verb in ("start", "reboot"):
-            after["state"] = "running"
-        elif verb == "shutdown":
+            after = dict((field, spec.get(field)) for field in diff_view({}, spec))
             after["state"] = "stopped"
+        elif verb == "reconfigure":
+            for field, value in arguments.items():
+                after[field] = _predicted(field, after.get(field), value)
+        else:
+            after["state"] = _POWER_AFTER[verb]
     return after
+
+
+def _predicted(field, have, value):
+    if field == "metadata":
+        return merged_metadata(have, value)
+    if field == "placement":
+        return dict(have or {}, **dict((k, v) for k, v in value.items() if v is not None))
+    if field in ("disks", "interfaces"):
+        have = have or []
+        return [dict(have[index], **item) if index < len(have) else item
+                for index, item in enumerate(value)]
+    return value
 
 
 def describe_or_none(provider, name):
@@ -99,25 +137,29 @@ def reconcile(provider, name, state, spec, check_mode=False, force=False, shutdo
     spec = dict((field, spec.get(field)) for field in SPEC_FIELDS if spec.get(field) is not None)
     if current is UNREAD:
         current = describe_or_none(provider, name)
-    actions = plan(current, state, spec)
-    result = dict(changed=bool(actions), actions=[verb for verb, changes in actions], before=diff_view(current))
+    reconfigurable = getattr(provider, "reconfigurable", RECONFIGURABLE)
+    actions = plan(current, state, spec, reconfigurable)
+    result = dict(changed=bool(actions), actions=[verb for verb, changes in actions],
+                  before=diff_view(current, spec))
     if check_mode or not actions:
         result["after"] = predict(current, actions, spec)
         result["vm"] = current
+        result["restart_required"] = bool(current and current.get("restart_required"))
         return result
-    vm, done = _converge(provider, name, state, spec, current, actions, force, shutdown_timeout)
+    vm, done = _converge(provider, name, state, spec, current, actions, force, shutdown_timeout,
+                         reconfigurable)
     if vm is not None and state != "absent":
         vm = provider.describe(name)
     result["changed"] = bool(done)
     result["actions"] = done
     result["vm"] = vm
-    result["after"] = diff_view(vm)
-    if vm is not None and any(vm.get(field) != spec[field] for field in RECONFIGURABLE if field in spec):
-        result["restart_required"] = True
+    result["after"] = diff_view(vm, spec)
+    result["restart_required"] = bool(vm and vm.get("restart_required"))
     return result
 
 
-def _converge(provider, name, state, spec, current, actions, force, shutdown_timeout):
+def _converge(provider, name, state, spec, current, actions, force, shutdown_timeout,
+              reconfigurable):
     """Apply ``actions``, planning afresh when another task changed the VM meanwhile.
 
     Returns the VM after the last action and the verbs this task carried out.
@@ -137,7 +179,7 @@ def _converge(provider, name, state, spec, current, actions, force, shutdown_tim
             vm = describe_or_none(provider, name)
             if diff_view(vm) == before:  # nobody else moved it: a real conflict
                 raise
-            actions = plan(vm, state, spec)
+            actions = plan(vm, state, spec, reconfigurable)
         except VirtError as err:
             err.operation = verb
             raise
@@ -156,8 +198,10 @@ def _apply(provider, name, verb, arguments, spec, force, shutdown_timeout):
         return provider.reconfigure(name, **arguments)
     if verb == "start":
         return provider.power(name, "on")
-    if verb == "reboot":
-        return provider.power(name, "reboot")
+    if verb in ("reboot", "pause", "suspend"):
+        return provider.power(name, verb)
+    if verb == "power_off":
+        return provider.power(name, "off")
     try:
         return provider.power(name, "shutdown", timeout=shutdown_timeout)
     except Timeout as err:

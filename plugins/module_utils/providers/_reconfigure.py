@@ -6,6 +6,9 @@
 * ``metadata``: merged into the VM's; a key whose value is None is removed; values are stored as
   strings (numbers and booleans as JSON: ``true``, ``1.5``).
 * ``tags``: the exact set of tags (order does not matter).
+* ``placement``: where the VM is (vSphere: ``datacenter``, ``cluster``, ``host``,
+  ``resource_pool``, ``folder``, ``datastore``); only the keys given are compared, and a change
+  moves the VM.
 * ``disks`` and ``interfaces``: the exact list, matched to the VM's by position. A wanted item
   beyond the VM's list is added; a VM item beyond the wanted list is removed (a disk's storage is
   kept); an item at the same position is compared on the keys the wanted item gives, and may only
@@ -19,7 +22,8 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import field
 __all__ = ("FIELDS", "CHANGEABLE", "metadata_value", "merged_metadata", "list_changes",
            "differences")
 
-FIELDS = ("vcpus", "memory_mb", "metadata", "tags", "disks", "interfaces", "autostart", "boot")
+FIELDS = ("vcpus", "memory_mb", "metadata", "tags", "disks", "interfaces", "autostart", "boot",
+          "placement")
 CHANGEABLE = {"disks": (), "interfaces": ("network", "bridge")}
 _ITEM = {"disks": "disk", "interfaces": "interface"}
 
@@ -88,6 +92,9 @@ def differences(vm, wanted):
             value = dict((key, metadata_value(item)) for key, item in value.items())
         elif field == "tags":
             differs = set(value) != set(have or [])
+        elif field == "placement":
+            differs = any(item is not None and (have or {}).get(key) != item
+                          for key, item in value.items())
         elif field in CHANGEABLE:
             differs = any(list_changes(field, have, value).values())
         else:

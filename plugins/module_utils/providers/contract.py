@@ -7,7 +7,11 @@ A backend subclasses :class:`Provider`, sets ``type_name``, ``capabilities`` and
 * VM dict: ``name, uuid, hypervisor, az, state (running|stopped|paused|suspended|unknown),
   vcpus, memory_mb, disks, interfaces`` (as the VM is configured: what it runs with after its
   next start), ``addresses`` (IP addresses the provider knows, the primary first; empty when it
-  knows none), ``metadata, tags, autostart`` (bool, None when unknown), ``restart_required``
+  knows none; each interface also carries its own ``addresses`` and ``address_source``: agent,
+  lease, arp, tools or None), ``guest`` (``agent``: bool, the guest agent or VMware Tools
+  answers; ``agent_state``: the platform's word for it, None when it has none; ``os`` and
+  ``hostname`` as the guest reports them, None when unknown), ``metadata, tags, autostart``
+  (bool, None when unknown), ``restart_required``
   (True when the running VM still runs with something other than its configuration),
   ``provider`` (the name the user gave) and ``provider_key``; see :func:`new_vm`.
 * hypervisor dict: ``name, az, cpu, memory_mb, used_cpu, used_memory_mb, state, traits``, and
@@ -37,7 +41,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._masking import (
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, NotSupported, VirtError, field_error, field_errors, redact)
 
-__all__ = ("CAPABILITIES", "POWER_ACTIONS", "VM_STATES", "VM_FIELDS", "Option", "Provider",
+__all__ = ("CAPABILITIES", "POWER_ACTIONS", "VM_STATES", "VM_FIELDS", "NO_GUEST", "Option", "Provider",
            "new_vm", "required_text", "check_filters", "match_filters", "config_errors")
 
 CAPABILITIES = ("validate", "list_hypervisors", "list_vms", "describe", "create", "delete",
@@ -45,9 +49,10 @@ CAPABILITIES = ("validate", "list_hypervisors", "list_vms", "describe", "create"
 POWER_ACTIONS = ("on", "off", "shutdown", "reboot", "pause", "suspend")
 VM_STATES = ("running", "stopped", "paused", "suspended", "unknown")
 VM_FIELDS = ("name", "uuid", "hypervisor", "az", "state", "vcpus", "memory_mb", "disks",
-             "interfaces", "addresses", "metadata", "tags", "autostart", "restart_required",
-             "provider", "provider_key")
+             "interfaces", "addresses", "guest", "metadata", "tags", "autostart",
+             "restart_required", "provider", "provider_key")
 FILTER_KEYS = ("name", "state", "tags", "hypervisor", "az")
+NO_GUEST = {"agent": False, "agent_state": None, "os": None, "hostname": None}
 
 
 class Option:
@@ -290,7 +295,8 @@ def new_vm(provider: Provider, name: str, **fields: Any) -> dict[str, Any]:
     name the user gave the provider (its key when it has none), ``provider_key`` its key."""
     vm: dict[str, Any] = {"name": name, "uuid": None, "hypervisor": None, "az": provider.config.get("az"),
                           "state": "unknown", "vcpus": None, "memory_mb": None, "disks": [],
-                          "interfaces": [], "addresses": [], "metadata": {}, "tags": [],
+                          "interfaces": [], "addresses": [], "guest": dict(NO_GUEST),
+                          "metadata": {}, "tags": [],
                           "autostart": None, "restart_required": False,
                           "provider": provider.config.get("name") or provider.key,
                           "provider_key": provider.key}

@@ -149,7 +149,8 @@ def test_reconcile_lifecycle_on_libvirt(provider):
     made = reconcile(guarded, "rec-life", "running", spec)
     assert made["changed"] is True and made["actions"] == ["create", "start"]
     assert made["before"] == {"state": "absent"}
-    assert made["after"] == {"state": "running", "vcpus": 1, "memory_mb": 64}
+    assert made["after"] == {"state": "running", "vcpus": 1, "memory_mb": 64, "tags": ["web"],
+                             "metadata": {"owner": "tests"}}
     assert made["vm"]["name"] == "rec-life" and made["vm"]["state"] == "running"
     assert made["vm"]["tags"] == ["web"] and made["vm"]["metadata"] == {"owner": "tests"}
     assert guarded.describe("rec-life")["state"] == "running"
@@ -164,7 +165,7 @@ def test_reconcile_lifecycle_on_libvirt(provider):
     assert stopped["after"] == {"state": "stopped", "vcpus": 1, "memory_mb": 96}
     described = guarded.describe("rec-life")
     assert (described["state"], described["memory_mb"]) == ("stopped", 96)
-    assert "restart_required" not in stopped
+    assert stopped["restart_required"] is False
 
     restarted = reconcile(guarded, "rec-life", "restarted", {})
     assert restarted["actions"] == ["start"] and restarted["vm"]["state"] == "running"
@@ -294,6 +295,8 @@ class Interloper:
 
     def __getattr__(self, name):
         method = getattr(self.guarded, name)
+        if not callable(method):
+            return method
 
         def call(*args, **kwargs):
             self.calls.append(name)
@@ -353,3 +356,52 @@ def test_a_real_conflict_still_fails(provider):
 
     with pytest.raises(Conflict, match="refuses"):
         reconcile(Refusing(guarded, None, None), "rc-real", "running", dict(SPEC))
+
+
+# -- day-2: power states and fields a provider cannot change ------------------------------------
+
+@pytest.mark.parametrize("power, state, verbs", [
+    ("running", "paused", ["pause"]),
+    ("stopped", "paused", ["start", "pause"]),
+    ("paused", "paused", []),
+    ("running", "suspended", ["suspend"]),
+    ("paused", "suspended", ["start", "suspend"]),
+    ("suspended", "suspended", []),
+    ("paused", "running", ["start"]),
+    ("suspended", "running", ["start"]),
+    ("paused", "stopped", ["start", "shutdown"]),
+    ("suspended", "stopped", ["power_off"]),
+    ("paused", "restarted", ["start", "reboot"]),
+    ("suspended", "restarted", ["start"]),
+])
+def test_power_states(power, state, verbs):
+    actions = plan(dict(STOPPED, state=power), state, {})
+    assert [verb for verb, _arguments in actions] == verbs
+    assert predict(dict(STOPPED, state=power), actions, {})["state"] == \
+        {"restarted": "running"}.get(state, state)
+
+
+def test_a_stopped_vm_cannot_be_suspended():
+    with pytest.raises(InvalidSpec) as info:
+        plan(STOPPED, "suspended", {})
+    assert info.value.details["errors"][0]["path"] == "state"
+
+
+def test_a_field_the_provider_cannot_change_is_refused_before_anything_changes():
+    from ansible_collections.resilient.virt.plugins.module_utils.errors import NotSupported
+
+    current = dict(STOPPED, tags=["a"], metadata={"k": "v"})
+    with pytest.raises(NotSupported) as info:
+        plan(current, "running", {"tags": ["b"], "vcpus": 2}, reconfigurable=("vcpus", "memory_mb"))
+    assert info.value.details["fields"] == ["tags"]
+    same = plan(current, "stopped", {"tags": ["a"], "vcpus": 2}, reconfigurable=("vcpus",))
+    assert same == [("reconfigure", {"vcpus": 2})]
+
+
+def test_predicted_day2_fields():
+    current = dict(STOPPED, metadata={"a": "1", "b": "2"}, disks=[{"size_gb": 1, "target": "vda"}])
+    spec = {"metadata": {"b": None, "c": True}, "disks": [{"size_gb": 1}, {"size_gb": 2}]}
+    actions = plan(current, "present", spec)
+    after = predict(current, actions, spec)
+    assert after["metadata"] == {"a": "1", "c": "true"}
+    assert after["disks"] == [{"size_gb": 1, "target": "vda"}, {"size_gb": 2}]
