@@ -102,7 +102,8 @@ MIB = 1024 * 1024
 class Hypervisor:
     """One lab hypervisor: its libvirt connection and commands in its mount namespace."""
 
-    def __init__(self, lab_dir, name):
+    def __init__(self, lab_dir, name, prefix=PREFIX):
+        self.prefix = prefix
         try:
             with open(os.path.join(lab_dir, "lab.json")) as handle:
                 state = json.load(handle)
@@ -155,18 +156,18 @@ class Hypervisor:
             pool.refresh(0)
 
     def leftovers(self):
-        """(domains, volumes) named ``bench-backup-*`` on the hypervisor."""
+        """(domains, volumes) named after this bench's prefix on the hypervisor."""
         self.refresh()
         domains = sorted(d.name() for d in self.conn.listAllDomains(0)
-                         if d.name().startswith(PREFIX))
+                         if d.name().startswith(self.prefix))
         volumes = sorted("%s/%s" % (p, v.name()) for p, pool in self.pools.items()
-                         for v in pool.listAllVolumes(0) if v.name().startswith(PREFIX))
+                         for v in pool.listAllVolumes(0) if v.name().startswith(self.prefix))
         return domains, volumes
 
     def clean(self):
-        """Remove every ``bench-backup-*`` domain (with its checkpoints) and volume."""
+        """Remove every domain (with its checkpoints) and volume named after the prefix."""
         for dom in self.conn.listAllDomains(0):
-            if not dom.name().startswith(PREFIX):
+            if not dom.name().startswith(self.prefix):
                 continue
             try:
                 if dom.isActive():
@@ -177,7 +178,7 @@ class Hypervisor:
         self.refresh()  # files made behind libvirt's back (virsh, qemu-img) become volumes
         for pool in self.pools.values():
             for vol in pool.listAllVolumes(0):
-                if vol.name().startswith(PREFIX):
+                if vol.name().startswith(self.prefix):
                     try:
                         vol.delete(0)
                     except libvirt.libvirtError:

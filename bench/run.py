@@ -16,6 +16,8 @@ Runs, one after the other, each in its own process:
 * ``bench_fleet.py``: one vm_fleet task creating a fleet on the lab next to loops of
   resilient.virt.vm and community.libvirt.virt tasks, its no-change runs above an empty play,
   and a full run of a large fleet on a simulator it starts;
+* ``bench_images.py``: VMs created from a base image (libvirt) and cloned from a template
+  (vSphere simulator) against virsh + community.libvirt.virt and community.vmware.vmware_guest;
 * ``bench_backup.py``: full backups of a running VM's 1 GiB disk (and 256 MiB) on the lab's hv3,
   one resilient.virt.backup task next to ``virsh backup-begin`` of the same job and ``qemu-img
   convert`` of the disk (the physical limit); an incremental backup after a 1 % change against
@@ -62,6 +64,8 @@ BENCHES = (
      [], ["--quick"]),
     ("backup", "Backups: backup task vs virsh backup-begin and qemu-img convert; incremental vs "
      "full; guarded status write", "bench_backup.py", [], ["--quick"]),
+    ("images", "VMs from images: base image overlay and copy vs virsh + community.libvirt; "
+     "template clone vs community.vmware", "bench_images.py", [], ["--quick"]),
 )
 
 

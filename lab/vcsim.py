@@ -5,7 +5,8 @@ The simulator is ``lab/vcsim/main.go`` built against the Debian packages ``golan
 ``<run_dir>/vcsim/``: the binary (``bin/``, rebuilt only when ``main.go`` changes), the pid
 file, the log, the service URL and a generated password (``password``, mode 0600).
 
-The simulator serves the vSphere SOAP API over plain HTTP on 127.0.0.1 only, so the provider
+The simulator serves the vSphere SOAP API (``/sdk``) and the vSphere Automation REST API with
+tagging (``/rest``) over plain HTTP on 127.0.0.1 only, so the provider
 settings use ``protocol: http``; TLS settings such as ``validate_certs`` do not apply to it.
 ``start(..., tls=True)`` serves HTTPS instead, with a self-signed certificate, for clients that
 only speak HTTPS (the benchmarks' peers).
@@ -39,7 +40,8 @@ USERNAME = "lab"
 NAME = "vcsim"
 # Keyword arguments of start() -> flags of the simulator.
 MODEL_FLAGS = {"datacenters": "-dc", "clusters": "-cluster", "hosts_per_cluster": "-host",
-               "vms": "-vm", "delay_ms": "-delay", "tls": "-tls"}
+               "vms": "-vm", "datastores": "-ds", "delay_ms": "-delay",
+               "method_delay": "-method-delay", "tls": "-tls"}
 
 
 def _paths(run_dir, bin_dir=None):
@@ -234,8 +236,9 @@ def start(run_dir=None, port=None, timeout=60.0, bin_dir=None, **model):
     Idempotent: a running simulator is reused as it is. ``port`` None reuses the previous
     port when it is free (so provider settings survive a restart), else any free port.
     ``bin_dir`` shares one cached binary between run directories (see :func:`build`).
-    ``model`` may set datacenters, clusters, hosts_per_cluster, vms, delay_ms and tls (HTTPS
-    with a self-signed certificate; the settings then say ``validate_certs: false``).
+    ``model`` may set datacenters, clusters, hosts_per_cluster, vms, datastores, delay_ms,
+    method_delay (``"ReconfigVM_Task=3000"``: SOAP methods slowed by milliseconds) and tls
+    (HTTPS with a self-signed certificate; the settings then say ``validate_certs: false``).
     """
     paths = _paths(run_dir, bin_dir)
     unknown = sorted(set(model) - set(MODEL_FLAGS))
@@ -252,6 +255,8 @@ def start(run_dir=None, port=None, timeout=60.0, bin_dir=None, **model):
         for key, value in sorted(model.items()):
             if isinstance(value, bool):
                 flags.append("%s=%s" % (MODEL_FLAGS[key], "true" if value else "false"))
+            elif isinstance(value, str):
+                flags += [MODEL_FLAGS[key], value]
             elif value is not None:
                 flags += [MODEL_FLAGS[key], str(int(value))]
         tries = [port] if port is not None else ([_port(url), 0] if url else [0])

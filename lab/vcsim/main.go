@@ -2,37 +2,62 @@
 //
 // The default inventory is one datacenter with two clusters (they act as availability
 // zones), three hosts per cluster, two VMs per cluster and one shared local datastore.
-// Hosts get realistic sizes, varied usage figures and a "traits" custom attribute.
+// Hosts get realistic sizes, varied usage figures and a "traits" custom attribute. The first VM
+// (by name) of each cluster runs VMware Tools (see guestTools); the other VMs report no guest
+// information, like VMs without Tools. Clones and relocations end as on vCenter (see soapFixes).
 //
-// It serves plain HTTP (the SOAP API at /sdk), or HTTPS with a self-signed certificate with
-// -tls, on a loopback address only. The password
-// is read from the VCSIM_PASSWORD environment variable (kept out of the process list)
-// unless -password is given. The first line on stdout is the service URL without
-// credentials; -url-file writes the same URL to a file (mode 0600, written atomically).
+// It serves plain HTTP (the SOAP API at /sdk, and the vSphere Automation REST API with tagging
+// at /rest, as vCenter does; -rest=false leaves it out, as on an ESXi host), or HTTPS with a
+// self-signed certificate with -tls (a P-256 key made at start, for 127.0.0.1, ::1 and
+// localhost: trusting it lets clients verify the server), on a loopback address only. The
+// password is read from the VCSIM_PASSWORD environment variable (kept out of the process list)
+// unless -password is given; both APIs accept only that user name and password (govmomi's REST
+// simulator alone would accept any non-empty ones: see checkRESTLogin). The first line on
+// stdout is the service URL without credentials; -url-file writes the same URL to a file (mode
+// 0600, written atomically).
 // SIGTERM or SIGINT stops the server and removes the simulated datastore directories.
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/subtle"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"flag"
 	"fmt"
 	"io/ioutil"
 	"log"
+	"math/big"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/signal"
+	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/vmware/govmomi"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/simulator/esx"
+	_ "github.com/vmware/govmomi/vapi/simulator" // the REST API, registered as an endpoint
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
 )
+
+// restSessionPath is where REST clients log in (POST with basic auth) and out (DELETE).
+const restSessionPath = "/rest/com/vmware/cis/session"
 
 type options struct {
 	listen     string
@@ -51,7 +76,9 @@ type options struct {
 	traits     bool
 	delayMS    int
 	jitter     float64
+	slow       string
 	tls        bool
+	rest       bool
 }
 
 func parseFlags() options {
@@ -72,7 +99,9 @@ func parseFlags() options {
 	flag.BoolVar(&o.traits, "traits", true, "set a \"traits\" custom attribute on hosts")
 	flag.IntVar(&o.delayMS, "delay", 0, "delay every SOAP call by this many milliseconds")
 	flag.Float64Var(&o.jitter, "jitter", 0, "delay jitter as a coefficient of variation")
+	flag.StringVar(&o.slow, "method-delay", "", "delay these SOAP methods by milliseconds, as Method=ms,... (e.g. ReconfigVM_Task=3000): a vCenter slow at one thing")
 	flag.BoolVar(&o.tls, "tls", false, "serve HTTPS with a self-signed certificate (for clients that only speak HTTPS)")
+	flag.BoolVar(&o.rest, "rest", true, "serve the vSphere Automation REST API (tags) at /rest, as vCenter does; false: SOAP only, as an ESXi host")
 	flag.Parse()
 	if o.password == "" {
 		o.password = os.Getenv("VCSIM_PASSWORD")
@@ -164,6 +193,331 @@ func setTraits(ctx context.Context, u *url.URL) error {
 	return nil
 }
 
+// toolsGuest is what VMware Tools report from inside a guest: its host name, its OS and one IPv4
+// address per NIC (in the order of guest.net), while the VM is powered on.
+type toolsGuest struct {
+	vm       *simulator.VirtualMachine
+	hostName string
+	fullName string
+	ips      []string
+}
+
+// report publishes what vCenter shows of a guest with Tools: running, its addresses; powered off,
+// Tools not running and no addresses (the host name and OS stay as last reported).
+func (g *toolsGuest) report(poweredOn bool) {
+	running, status, state, primary := "guestToolsNotRunning", types.VirtualMachineToolsStatusToolsNotRunning, "notRunning", ""
+	if poweredOn {
+		running, status, state, primary = "guestToolsRunning", types.VirtualMachineToolsStatusToolsOk, "running", g.ips[0]
+	}
+	nics := make([]types.GuestNicInfo, len(g.vm.Guest.Net))
+	copy(nics, g.vm.Guest.Net)
+	for i := range nics {
+		nics[i].IpAddress, nics[i].IpConfig = nil, nil
+		if poweredOn && i < len(g.ips) {
+			nics[i].IpAddress = []string{g.ips[i]}
+			nics[i].IpConfig = &types.NetIpConfigInfo{IpAddress: []types.NetIpConfigInfoIpAddress{
+				{IpAddress: g.ips[i], PrefixLength: 24, State: "preferred"}}}
+		}
+	}
+	simulator.Map.Update(g.vm, []types.PropertyChange{
+		{Name: "guest.toolsRunningStatus", Val: running},
+		{Name: "guest.toolsStatus", Val: status},
+		{Name: "guest.toolsVersion", Val: "12352"},
+		{Name: "guest.guestState", Val: state},
+		{Name: "guest.guestFullName", Val: g.fullName},
+		{Name: "guest.hostName", Val: g.hostName},
+		{Name: "guest.ipAddress", Val: primary},
+		{Name: "guest.net", Val: nics},
+		{Name: "summary.guest.toolsStatus", Val: status},
+		{Name: "summary.guest.toolsRunningStatus", Val: running},
+		{Name: "summary.guest.guestFullName", Val: g.fullName},
+		{Name: "summary.guest.hostName", Val: g.hostName},
+		{Name: "summary.guest.ipAddress", Val: primary},
+	})
+}
+
+// toolsHandler follows the power state of the VMs with Tools (a Registry handler, called on
+// every property change of the inventory).
+type toolsHandler map[types.ManagedObjectReference]*toolsGuest
+
+func (h toolsHandler) Reference() types.ManagedObjectReference {
+	return types.ManagedObjectReference{Type: "LabGuestTools", Value: "lab-guest-tools"}
+}
+
+func (h toolsHandler) PutObject(mo.Reference) {}
+
+func (h toolsHandler) RemoveObject(types.ManagedObjectReference) {}
+
+func (h toolsHandler) UpdateObject(obj mo.Reference, changes []types.PropertyChange) {
+	g := h[obj.Reference()]
+	if g == nil {
+		return
+	}
+	for _, change := range changes {
+		if change.Name == "runtime.powerState" {
+			g.report(fmt.Sprint(change.Val) == string(types.VirtualMachinePowerStatePoweredOn))
+		}
+	}
+}
+
+// guestTools makes the first VM (by name) of each cluster run VMware Tools, which govmomi's
+// simulator leaves out: the guest's host name is the VM's name in lower case with "-" for "_",
+// its OS "Debian GNU/Linux 12 (64-bit)", and its i-th NIC has the address 192.0.2.<10*n+i>
+// for the n-th such VM (TEST-NET-1, never routed).
+func guestTools() {
+	var clusters []*simulator.ClusterComputeResource
+	for _, e := range simulator.Map.All("ClusterComputeResource") {
+		clusters = append(clusters, e.(*simulator.ClusterComputeResource))
+	}
+	sort.Slice(clusters, func(i, j int) bool { return clusters[i].Name < clusters[j].Name })
+	handler := toolsHandler{}
+	for n, cluster := range clusters {
+		var first *simulator.VirtualMachine
+		for _, ref := range cluster.Host {
+			for _, vmRef := range simulator.Map.Get(ref).(*simulator.HostSystem).Vm {
+				vm := simulator.Map.Get(vmRef).(*simulator.VirtualMachine)
+				if first == nil || vm.Name < first.Name {
+					first = vm
+				}
+			}
+		}
+		if first == nil {
+			continue
+		}
+		g := &toolsGuest{vm: first, fullName: "Debian GNU/Linux 12 (64-bit)",
+			hostName: strings.ToLower(strings.ReplaceAll(first.Name, "_", "-"))}
+		for i := range first.Guest.Net {
+			g.ips = append(g.ips, fmt.Sprintf("192.0.2.%d", 10*(n+1)+i))
+		}
+		if len(g.ips) == 0 {
+			continue
+		}
+		handler[first.Self] = g
+		g.report(first.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn)
+	}
+	simulator.Map.AddHandler(handler)
+}
+
+// soapFixes makes the SOAP API end clones and relocations as vCenter does, where govmomi
+// 0.24.2's simulator falls short. The simulator runs a task before it answers the call that
+// started it, so the fix is made once it has answered, before the answer is passed on:
+//   - CloneVM_Task puts the clone on spec.location.host (the simulator keeps the source's host);
+//   - after CloneVM_Task and RelocateVM_Task the VM is listed by its host, resource pool and
+//     datastores only (the simulator leaves it listed by the old ones, or by none);
+//   - RelocateVM_Task to another datastore moves the VM's directory there and rewrites the paths
+//     of its files, as storage vMotion does (the simulator only changes the VM's datastore list;
+//     disks outside the VM's directory stay where they are).
+//
+// Calls reach it through host name patterns (127.0.0.1, localhost and ::1/sdk), which
+// http.ServeMux prefers to the simulator's own /sdk pattern.
+func soapFixes(s *simulator.Service) {
+	inner, _ := s.ServeMux.Handler(&http.Request{URL: &url.URL{Path: "/sdk"}})
+	fix := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := ioutil.ReadAll(r.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		r.Body = ioutil.NopCloser(bytes.NewReader(body))
+		if !bytes.Contains(body, []byte("CloneVM_Task")) && !bytes.Contains(body, []byte("RelocateVM_Task")) {
+			inner.ServeHTTP(w, r)
+			return
+		}
+		answer := httptest.NewRecorder()
+		inner.ServeHTTP(answer, r)
+		if method, err := simulator.UnmarshalBody(types.TypeFunc(), body); err == nil {
+			switch req := method.Body.(type) {
+			case *types.CloneVM_Task:
+				afterClone(req)
+			case *types.RelocateVM_Task:
+				afterRelocate(req)
+			}
+		}
+		for key, values := range answer.Header() {
+			w.Header()[key] = values
+		}
+		w.WriteHeader(answer.Code)
+		_, _ = w.Write(answer.Body.Bytes())
+	})
+	for _, host := range []string{"127.0.0.1", "localhost", "::1"} {
+		s.Handle(host+"/sdk", fix)
+	}
+}
+
+func afterClone(req *types.CloneVM_Task) {
+	folder, ok := simulator.Map.Get(req.Folder).(*simulator.Folder)
+	if !ok {
+		return
+	}
+	vm, ok := simulator.Map.FindByName(req.Name, folder.ChildEntity).(*simulator.VirtualMachine)
+	if !ok { // the clone failed
+		return
+	}
+	if host := req.Spec.Location.Host; host != nil && *vm.Runtime.Host != *host {
+		simulator.Map.WithLock(vm, func() {
+			simulator.Map.Update(vm, []types.PropertyChange{
+				{Name: "runtime.host", Val: host}, {Name: "summary.runtime.host", Val: host}})
+		})
+	}
+	listVM(vm)
+}
+
+func afterRelocate(req *types.RelocateVM_Task) {
+	vm, ok := simulator.Map.Get(req.This).(*simulator.VirtualMachine)
+	if !ok {
+		return
+	}
+	if ref := req.Spec.Datastore; ref != nil {
+		simulator.Map.WithLock(vm, func() { moveFiles(vm, simulator.Map.Get(*ref).(*simulator.Datastore)) })
+	}
+	listVM(vm)
+}
+
+// listVM makes every host, resource pool and datastore list vm exactly when it is on them.
+func listVM(vm *simulator.VirtualMachine) {
+	member := func(obj mo.Reference, list *[]types.ManagedObjectReference, in bool) {
+		if in {
+			simulator.Map.AddReference(obj, list, vm.Self)
+		} else {
+			simulator.Map.RemoveReference(obj, list, vm.Self)
+		}
+	}
+	for _, e := range simulator.Map.All("HostSystem") {
+		h := e.(*simulator.HostSystem)
+		member(h, &h.Vm, vm.Runtime.Host != nil && *vm.Runtime.Host == h.Self)
+	}
+	for _, e := range simulator.Map.All("ResourcePool") {
+		p := e.(*simulator.ResourcePool)
+		member(p, &p.Vm, vm.ResourcePool != nil && *vm.ResourcePool == p.Self)
+	}
+	for _, e := range simulator.Map.All("Datastore") {
+		d := e.(*simulator.Datastore)
+		member(d, &d.Vm, simulator.FindReference(vm.Datastore, d.Self) != nil)
+	}
+}
+
+// moveFiles moves the directory of vm's configuration file to datastore to (named like the
+// source directory, with " (n)" added when taken) and rewrites the paths that lie in it.
+func moveFiles(vm *simulator.VirtualMachine, to *simulator.Datastore) {
+	var config object.DatastorePath
+	if !config.FromString(vm.Config.Files.VmPathName) || config.Datastore == to.Name {
+		return
+	}
+	host := simulator.Map.Get(*vm.Runtime.Host).(*simulator.HostSystem)
+	from, ok := simulator.Map.FindByName(config.Datastore, host.Datastore).(*simulator.Datastore)
+	if !ok {
+		return
+	}
+	dir := path.Dir(config.Path)
+	base := to.Info.GetDatastoreInfo().Url
+	name := dir
+	for i := 0; ; i++ {
+		if _, err := os.Stat(filepath.Join(base, name)); os.IsNotExist(err) {
+			break
+		}
+		name = fmt.Sprintf("%s (%d)", dir, i)
+	}
+	if err := os.Rename(filepath.Join(from.Info.GetDatastoreInfo().Url, dir), filepath.Join(base, name)); err != nil {
+		log.Printf("storage vMotion of %s: %v", vm.Name, err)
+		return
+	}
+	old, moved := fmt.Sprintf("[%s] %s", from.Name, dir), fmt.Sprintf("[%s] %s", to.Name, name)
+	rewrite := func(p string) string {
+		if p == old || strings.HasPrefix(p, old+"/") {
+			return moved + p[len(old):]
+		}
+		return p
+	}
+	files := vm.Config.Files
+	files.VmPathName, files.LogDirectory = rewrite(files.VmPathName), rewrite(files.LogDirectory)
+	files.SnapshotDirectory, files.SuspendDirectory = rewrite(files.SnapshotDirectory), rewrite(files.SuspendDirectory)
+	devices := vm.Config.Hardware.Device
+	for _, device := range devices {
+		if disk, ok := device.(*types.VirtualDisk); ok {
+			if backing, ok := disk.Backing.(types.BaseVirtualDeviceFileBackingInfo); ok {
+				info := backing.GetVirtualDeviceFileBackingInfo()
+				info.FileName = rewrite(info.FileName)
+			}
+		}
+	}
+	for i := range vm.LayoutEx.File {
+		vm.LayoutEx.File[i].Name = rewrite(vm.LayoutEx.File[i].Name)
+	}
+	simulator.Map.Update(vm, []types.PropertyChange{
+		{Name: "config.files", Val: files},
+		{Name: "config.hardware.device", Val: devices},
+		{Name: "summary.config.vmPathName", Val: files.VmPathName},
+		{Name: "layoutEx.file", Val: vm.LayoutEx.File},
+	})
+}
+
+// methodDelays parses -method-delay: Method=ms pairs, comma separated.
+func methodDelays(text string) (map[string]int, error) {
+	delays := map[string]int{}
+	for _, item := range strings.Split(text, ",") {
+		if item == "" {
+			continue
+		}
+		parts := strings.SplitN(item, "=", 2)
+		ms, err := strconv.Atoi(strings.TrimSpace(parts[len(parts)-1]))
+		if len(parts) != 2 || err != nil || ms < 0 {
+			return nil, fmt.Errorf("-method-delay %q: expected Method=milliseconds, e.g. ReconfigVM_Task=3000", item)
+		}
+		delays[strings.TrimSpace(parts[0])] = ms
+	}
+	return delays, nil
+}
+
+// checkRESTLogin puts a check of the user name and password in front of the REST login.
+// govmomi 0.24.2's REST simulator accepts any non-empty user name and password; vCenter
+// answers 401 to wrong ones, and so does this check. Requests with a session id are left to
+// the simulator, which answers 401 to an unknown id.
+func checkRESTLogin(s *simulator.Service, username, password string) {
+	rest, _ := s.ServeMux.Handler(&http.Request{URL: &url.URL{Path: restSessionPath}})
+	s.Handle(restSessionPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Query().Get("~action") == "" {
+			u, p, ok := r.BasicAuth()
+			if !ok || subtle.ConstantTimeCompare([]byte(u), []byte(username)) != 1 ||
+				subtle.ConstantTimeCompare([]byte(p), []byte(password)) != 1 {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+		}
+		rest.ServeHTTP(w, r)
+	}))
+}
+
+// selfSigned makes the certificate of -tls. govmomi's default one has a 1024-bit RSA key, which
+// OpenSSL's default security level refuses, so a client could not verify it even when trusting it.
+func selfSigned() (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 64))
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	now := time.Now()
+	template := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: "vcsim lab"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(365 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		DNSNames:              []string{"localhost"},
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
+
 // writeURL writes the URL to path atomically with mode 0600.
 func writeURL(path string, u string) error {
 	tmp, err := ioutil.TempFile(filepath.Dir(path), ".url-")
@@ -188,6 +542,10 @@ func run(o options) error {
 		return fmt.Errorf("a user name and a password are required (-username, and $VCSIM_PASSWORD or -password)")
 	}
 	sizeHosts(o)
+	slow, err := methodDelays(o.slow)
+	if err != nil {
+		return err
+	}
 
 	m := simulator.VPX()
 	m.Datacenter = o.datacenter
@@ -202,13 +560,26 @@ func run(o options) error {
 		return fmt.Errorf("create inventory: %v", err)
 	}
 	varyUsage(o)
+	guestTools()
 
 	m.Service.Listen = &url.URL{Host: o.listen, User: url.UserPassword(o.username, o.password)}
+	if o.rest {
+		// Endpoints run in the order registered: the REST API (the blank import's init) first.
+		m.Service.RegisterEndpoints = true
+		simulator.RegisterEndpoint(func(s *simulator.Service, _ *simulator.Registry) {
+			checkRESTLogin(s, o.username, o.password)
+		})
+	}
 	if o.tls {
-		m.Service.TLS = new(tls.Config)
+		cert, err := selfSigned()
+		if err != nil {
+			return fmt.Errorf("make a certificate: %v", err)
+		}
+		m.Service.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 	}
 	s := m.Service.NewServer()
 	defer s.Close()
+	soapFixes(m.Service)
 
 	if o.traits {
 		if err := setTraits(context.Background(), s.URL); err != nil {
@@ -218,6 +589,7 @@ func run(o options) error {
 	// Delays start after the setup calls above.
 	m.DelayConfig.Delay = o.delayMS
 	m.DelayConfig.DelayJitter = o.jitter
+	m.DelayConfig.MethodDelay = slow
 
 	public := *s.URL
 	public.User = nil

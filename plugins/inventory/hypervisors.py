@@ -27,9 +27,10 @@ description:
     C(breaker) (the provider's circuit breaker state), C(stale), C(scanned_at) (RFC 3339 UTC)
     and, when stale, C(age_seconds), plus what the backend adds (C(arch) on libvirt).
   - VMs get C(kind) (V(vm)), C(name), C(uuid), C(provider), C(provider_type), C(provider_key),
-    C(hypervisor), C(zone), C(power_state) (V(running), V(stopped), V(paused), V(unknown)),
-    C(enabled) (true when running, for AWX's C(enabled_var)), C(vcpus), C(memory_mb), C(tags),
-    C(metadata), C(addresses), C(stale), C(scanned_at) and, when stale, C(age_seconds), and with
+    C(hypervisor), C(zone), C(power_state) (V(running), V(stopped), V(paused), V(suspended),
+    V(unknown)), C(enabled) (true when running, for AWX's C(enabled_var)), C(vcpus), C(memory_mb),
+    C(tags), C(metadata), C(addresses), C(guest) (what the guest agent or VMware Tools report -
+    C(agent), C(agent_state), C(os), C(hostname)), C(stale), C(scanned_at) and, when stale, C(age_seconds), and with
     O(vm_details) C(interfaces) and C(disks). C(ansible_host) is their first address when the
     provider knows one (O(set_ansible_host)).
   - Groups, each name after O(group_prefix) - C(hypervisors), C(vms), C(provider_<name>),

@@ -12,12 +12,13 @@ import sys
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import MissingLibrary, _chain
 
-__all__ = ("CORE", "BACKENDS", "STORES", "PACKAGES", "provider_types", "needed", "importable",
-           "missing", "missing_error", "explain")
+__all__ = ("CORE", "BACKENDS", "STORES", "OPTIONS", "PACKAGES", "provider_types", "needed",
+           "importable", "missing", "missing_error", "explain")
 
 CORE = ("pluggy", "tenacity", "jsonschema")
 BACKENDS = {"libvirt": ("libvirt",), "vsphere": ("pyVmomi",)}  # provider type -> libraries
 STORES = {"redis": ("redis",), "rediss": ("redis",)}  # state store URL scheme -> libraries
+OPTIONS = {"cloud_init": ("pycdlib", "yaml")}  # task option, when given -> libraries
 # import name -> (pip package, what needs it)
 PACKAGES = {
     "pluggy": ("pluggy", "to load provider backends"),
@@ -28,6 +29,8 @@ PACKAGES = {
                 "pkg-config and a C compiler first)"),
     "pyVmomi": ("pyvmomi", "for vSphere providers"),
     "redis": ("redis", "for a redis:// state store"),
+    "pycdlib": ("pycdlib", "to write cloud-init seed images (cloud_init)"),
+    "yaml": ("PyYAML", "to write cloud-init data (cloud_init)"),
 }
 _MODULES = {"pyVmomi": ("pyVmomi", "pyVim.connect")}  # what must import for the library to work
 
@@ -53,6 +56,9 @@ def needed(args, environ):
         names.update(BACKENDS.get(kind, ()))
     store = args.get("state_store") or environ.get("RESILIENT_VIRT_STATE_STORE") or ""
     names.update(STORES.get(str(store).split("://", 1)[0].lower(), ()))
+    for option, libraries in OPTIONS.items():
+        if args.get(option) is not None:
+            names.update(libraries)
     return names
 
 

@@ -4,7 +4,8 @@
 
 A value is secret when it sits under a key whose name says so (:func:`is_secret_key`: it
 contains ``pass``, ``pwd``, ``secret``, ``token``, ``api_key``, ``apikey``, ``private_key``,
-``credential``, or a fragment of a misspelt ``password``), or when it is the password part of
+``credential``, ``user_data`` (cloud-init user data carries passwords and keys), or a fragment
+of a misspelt ``password``), or when it is the password part of
 a URL (``scheme://user:PASSWORD@host``, ``user:PASSWORD@host``, or a ``password=``/``token=``
 query parameter).
 Names decide, not the provider type, so secrets are found in a module's raw arguments before
@@ -21,7 +22,7 @@ __all__ = ("MASK", "MIN_LENGTH", "is_secret_key", "secret_values", "url_password
 MASK = "********"
 MIN_LENGTH = 4
 _MARKERS = ("pass", "pasw", "pwd", "pword", "sword", "secret", "token", "api_key", "apikey",
-            "private_key", "privatekey", "credential")
+            "private_key", "privatekey", "credential", "user_data")
 _URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<info>[^/@\s]*)@")
 _SECRET_PARAM = re.compile(r"(?i)\b(password|passwd|pass|pwd|token|secret|api_key)=([^&\s'\"]+)")
 _BARE_USERINFO = re.compile(r"^[^@/\s:]+:(?P<password>(?!/)[^@\s]+)@\S+$")  # user:password@host

@@ -11,6 +11,8 @@ Secrets are registered for masking as soon as the arguments are read, before Ans
 them, so that no failure (a wrong option, a bad provider, an unreachable store) can print them:
 every value under a secret-named key (``masking.is_secret_key``) and every password inside a
 URL, in any argument, ``provider``/``providers`` catalogs from ``module_defaults`` included.
+Ansible masks the values of ``no_log`` options (``cloud_init.user_data``) itself; like ours,
+those shorter than ``MIN_LENGTH`` are left alone.
 A failure of Ansible's own argument validation carries ``error.type`` InvalidSpec like ours.
 """
 
@@ -21,7 +23,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, VirtError, classify, field_error)
-from ansible_collections.resilient.virt.plugins.module_utils._masking import secret_values
+from ansible_collections.resilient.virt.plugins.module_utils._masking import MIN_LENGTH, secret_values
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import (
     option_spec, resolve_settings)
 
@@ -65,6 +67,10 @@ class _AnsibleModule(AnsibleModule):
         self.environ = environ
         self._record = record
         super().__init__(**kwargs)
+        # Ansible registers every value inside a no_log option (each item of a dict such as
+        # cloud_init.user_data, numbers too) and masks it wherever it appears; below MIN_LENGTH
+        # that garbles the result (a 1 would hide every number with a 1) and protects nothing
+        self.no_log_values = set(value for value in self.no_log_values if len(value) >= MIN_LENGTH)
 
     def _load_params(self):
         super()._load_params()

@@ -8,7 +8,13 @@ short_description: Create, delete, start, stop and restart virtual machines on a
 version_added: 0.1.0
 description:
   - Brings one VM to the wanted O(state) on a provider (libvirt, vSphere or a third-party backend),
-    reconciling its vCPUs and memory where the backend can.
+    and an existing VM to its spec - vCPUs, memory, disks, interfaces, boot order, metadata, tags
+    and autostart, as far as the backend can change them (a field it cannot change and that
+    differs is refused, naming the field, before anything changes).
+  - A change the running VM cannot take live (more vCPUs than it booted with, a device the guest
+    does not release) is made in its configuration once; the task then reports
+    C(restart_required=true), and later runs report C(changed=false) and C(restart_required=true)
+    until the VM restarts.
   - Idempotent; a second run reports C(changed=false). Check mode changes nothing and reports what
     would change; C(--diff) shows before and after.
   - Tasks may act on the same VM at once (forks, other controllers) - work that another task did
@@ -22,12 +28,18 @@ author:
 options:
   name:
     description:
-      - Name of the VM on the provider.
+      - Name of the VM on the provider. Required unless O(uuid) is given.
       - Checked before any call - a non-empty string without control characters; a new VM's
         name must not start or end with whitespace. libvirt also refuses C(/), C(.) and C(..) and
         names longer than 247 bytes; vSphere names longer than 80 characters.
     type: str
-    required: true
+  uuid:
+    description:
+      - Find an existing VM by its UUID (the C(uuid) that M(resilient.virt.vm_info) returns)
+        instead of its name, where names are not unique. With O(name) too, the VM must have that
+        name (a VM is not renamed). A UUID that names no VM fails, unless O(state=absent).
+      - A new VM's UUID is chosen when it is created, so a task with O(uuid) never creates one.
+    type: str
   state:
     description:
       - V(present) defines the VM (created stopped when new) and reconciles its spec.
@@ -35,37 +47,121 @@ options:
       - V(running) and V(stopped) also set its power state; V(stopped) shuts it down gracefully
         and waits up to O(shutdown_timeout), then powers it off if O(force) is set.
       - V(restarted) reboots a running VM, or starts a stopped one; it always reports a change.
+      - V(paused) stops its vCPUs and keeps its memory on the host (libvirt; vSphere has no
+        pause). V(suspended) saves its memory to disk and stops it (libvirt managed save,
+        vSphere suspend); a stopped VM cannot be suspended. V(running) resumes or restores
+        either.
     type: str
-    choices: [present, absent, running, stopped, restarted]
+    choices: [present, absent, running, stopped, restarted, paused, suspended]
     default: present
   vcpus:
-    description: Virtual CPUs. Required to create a VM; changed on an existing VM when different.
+    description:
+      - Virtual CPUs. Required to create a VM (not a clone of O(template)); changed on an
+        existing VM when different.
     type: int
   memory_mb:
-    description: Memory in MiB. Required to create a VM; changed on an existing VM when different.
+    description:
+      - Memory in MiB. Required to create a VM (not a clone of O(template)); changed on an
+        existing VM when different.
     type: int
   disks:
     description:
-      - Disks of a new VM (ignored for an existing VM). libvirt keys are C(size_gb) (a new volume
-        in the provider's C(storage_pool)) or C(path) (an existing image), C(bus), C(format) and C(device).
+      - The VM's disks, in order. libvirt keys are C(size_gb) (a new empty volume), C(base_image)
+        (a new volume made from an image) or C(path) (an existing image, used as it is), C(bus),
+        C(format), C(device) and C(pool); vSphere keys C(size_gb) and C(thin).
+      - libvirt C(base_image) names a volume of one of the host's storage pools - its path,
+        C(<pool>/<volume>), or a volume of the disk's pool; its format (qcow2 or raw) is read
+        from libvirt. C(clone=overlay) (the default) makes a qcow2 volume whose backing store is
+        the base image, C(clone=copy) a full copy (in C(format), default qcow2). C(size_gb) with
+        C(base_image) makes the volume larger than the image; it cannot be smaller. The base image
+        is never changed or deleted; the new volume is deleted with the VM.
+      - libvirt C(pool) is the storage pool of the volume made for the disk (C(size_gb) or
+        C(base_image)); default the provider's C(storage_pool). A pool that does not exist or is
+        not active is refused, naming the disk.
+      - On an existing VM the list is matched to its disks by position, on the keys each item
+        gives. An item beyond the VM's disks is added (hot-plugged into a running VM where the
+        platform can); a VM disk beyond the list is removed from the VM, and its storage is kept,
+        with a warning that names it. An item that differs from the VM's disk at its position is
+        refused, naming the field - list new disks after the existing ones.
       - The spec is validated before anything is created; every bad field is reported by its path.
     type: list
     elements: dict
   interfaces:
-    description: Network interfaces of a new VM, each with C(network) or C(bridge), and optional C(model) and C(mac).
+    description:
+      - Network interfaces, in order, each with C(network) or C(bridge), and optional C(model) and
+        C(mac).
+      - On an existing VM matched by position like O(disks); an interface's network (or bridge)
+        is changed in place, its model or MAC cannot be. An added interface without C(mac) gets
+        one at once, so the running VM and its configuration agree.
     type: list
     elements: dict
   boot:
-    description: Boot order of a new VM, for example V([hd, network]).
+    description: Boot order, for example V([hd, network]); on a running VM it applies at the next start.
     type: list
     elements: str
   metadata:
-    description: Key/value metadata stored with the VM.
+    description:
+      - Key/value metadata stored with the VM (libvirt - in the domain's metadata; vSphere -
+        custom attributes). Values are stored as strings (numbers and booleans as JSON).
+      - Merged into an existing VM's metadata - keys not given are kept, a key given with a null
+        value is removed.
     type: dict
   tags:
-    description: Tags stored with the VM, usable as a filter in M(resilient.virt.vm_info).
+    description:
+      - Tags stored with the VM, usable as a filter in M(resilient.virt.vm_info); on an existing
+        VM, exactly these (order does not matter).
     type: list
     elements: str
+  autostart:
+    description: Start the VM when its host starts (libvirt autostart).
+    type: bool
+  placement:
+    description:
+      - Where the VM is (vSphere only; libvirt refuses it - there the hypervisor is the provider,
+        and a disk's storage pool is C(disks[].pool)). Each key is optional; only the keys given
+        are compared with the VM's C(placement).
+      - A new VM goes where the keys say, on the connected host with the most free memory when
+        no host is given. On an existing VM a key that differs moves it - C(host), C(cluster),
+        C(resource_pool) and C(datastore) by vMotion and storage vMotion (RelocateVM_Task),
+        C(folder) by MoveIntoFolder_Task; the VM stays in its datacenter.
+      - Names that do not exist are refused before anything is created or moved, each by its
+        field (C(placement.cluster)), with what exists.
+      - The VM's C(placement) shows C(folder) and C(resource_pool) as inventory paths. Give them
+        in that form for check mode and C(--diff) to see that the VM is already there; another
+        form moves nothing that is in place, but check mode reports a change.
+    type: dict
+    suboptions:
+      datacenter:
+        description: Datacenter name.
+        type: str
+      cluster:
+        description: Cluster name.
+        type: str
+      host:
+        description: ESXi host name.
+        type: str
+      resource_pool:
+        description:
+          - Resource pool - its name (unique where the VM goes) or its inventory path, such as
+            V(/DC0/host/C0/Resources/web).
+        type: str
+      folder:
+        description:
+          - VM folder - its inventory path, such as V(/DC0/vm/team-a), or its path under the
+            datacenter's VM folder (V(team-a)).
+        type: str
+      datastore:
+        description: Datastore of the VM's files (a new VM's disks are made there too).
+        type: str
+  template:
+    description:
+      - Create the VM as a clone of this VM or template (vSphere only) - its name, or its
+        inventory path (V(/DC0/vm/templates/debian12)) when the name is not unique. The clone
+        is made where O(placement) says, stopped, then given the O(vcpus), O(memory_mb),
+        O(disks), O(interfaces), O(metadata) and O(tags) the task sets (what it leaves out comes
+        from the template). A clone that fails is deleted again.
+      - Used only to create the VM; an existing VM is not compared with it.
+    type: str
   libvirt:
     description:
       - What only a libvirt domain has, for a new VM (libvirt providers only; another provider
@@ -104,6 +200,44 @@ options:
             created when it does not validate.
         type: list
         elements: str
+  cloud_init:
+    description:
+      - A cloud-init NoCloud seed for a new libvirt VM - an ISO 9660 image labelled C(cidata)
+        holding C(user-data), C(meta-data) and C(network-config), uploaded into the provider's
+        C(storage_pool) and attached as a SATA cdrom. It is deleted with the VM, is not listed in
+        the VM's C(disks), and is not compared on an existing VM.
+      - The seed is stored unencrypted on the hypervisor, readable by whoever can read the
+        storage pool or the guest's cdrom; the guest's cloud-init reads it on its first boot.
+      - libvirt providers only; another provider refuses the field.
+    type: dict
+    suboptions:
+      user_data:
+        description:
+          - The user data - a string is written as it is (a C(#cloud-config) document, a script),
+            a dict as YAML after a C(#cloud-config) line.
+          - It may hold secrets, so it is never shown - not in results, errors, warnings or
+            logs. Ansible masks every value of it wherever it appears in the task's output (values
+            shorter than 4 characters excepted); a string is masked as a whole, a dict value by
+            value.
+        type: raw
+      meta_data:
+        description: The meta data; C(instance-id) defaults to the VM's uuid and C(local-hostname) to its name.
+        type: dict
+      network_config:
+        description: Network configuration (version 1 or 2) - a dict is written as YAML, a string as it is.
+        type: raw
+  wait_for_ip:
+    description:
+      - With O(state=running) or O(state=restarted), wait until the VM reports an IP address
+        (from its guest agent, a DHCP lease or the ARP table on libvirt; VMware Tools on
+        vSphere), at most O(wait_timeout); the task fails with V(Timeout) when none comes.
+        Ignored in check mode.
+    type: bool
+    default: false
+  wait_timeout:
+    description: How long O(wait_for_ip) waits (seconds, or C(30s), C(5m)).
+    type: raw
+    default: 5m
   force:
     description: With O(state=stopped), power the VM off when the graceful shutdown does not finish in time.
     type: bool
@@ -120,7 +254,7 @@ attributes:
   check_mode:
     description: Returns the planned actions and the predicted VM; nothing is changed.
   diff_mode:
-    description: Shows state, vCPUs and memory before and after.
+    description: Shows state, vCPUs, memory and every field the task sets, before and after.
 """
 
 EXAMPLES = r"""
@@ -152,6 +286,28 @@ EXAMPLES = r"""
         - "<rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>"
     state: running
 
+- name: A guest from a cloud image - a 20 GiB overlay on the image, a full copy of a data disk
+    in another pool, and cloud-init user data (kept out of every result and log)
+  resilient.virt.vm:
+    provider: {type: libvirt, uri: "qemu+ssh://root@kvm1/system"}
+    name: web2
+    vcpus: 2
+    memory_mb: 2048
+    disks:
+      - {base_image: /var/lib/libvirt/images/debian-12-genericcloud-amd64.qcow2, size_gb: 20}
+      - {base_image: templates/data.qcow2, clone: copy, pool: fast}
+    interfaces:
+      - {network: default}
+    cloud_init:
+      user_data:
+        users:
+          - name: deploy
+            ssh_authorized_keys: ["{{ deploy_public_key }}"]
+            sudo: "ALL=(ALL) NOPASSWD:ALL"
+        packages: [nginx]
+      network_config: {version: 2, ethernets: {eth0: {dhcp4: true}}}
+    state: running
+
 - name: Set providers once, then refer to them by name
   module_defaults:
     group/resilient.virt.all:
@@ -167,6 +323,26 @@ EXAMPLES = r"""
         provider: kvm1
         name: db1
         memory_mb: 8192
+
+    - name: Day 2 - a second disk and interface hot-plugged, an owner changed, a label removed
+      resilient.virt.vm:
+        provider: kvm1
+        name: db1
+        disks:
+          - {size_gb: 20}
+          - {size_gb: 100}
+        interfaces:
+          - {network: default}
+          - {network: storage}
+        metadata: {owner: team-b, temporary: null}
+        tags: [db, backup]
+        autostart: true
+      register: db1
+
+    - name: Say when a change waits for a restart
+      ansible.builtin.debug:
+        msg: db1 must be restarted to run with its new configuration
+      when: db1.restart_required
 
     - name: Stop a VM, forcing it off after two minutes
       resilient.virt.vm:
@@ -206,18 +382,57 @@ vm:
       description: The provider's key, C(<type>:<name>), which names its circuit breaker.
       type: str
     state:
-      description: V(running), V(stopped), V(paused) or V(unknown).
+      description: V(running), V(stopped), V(paused), V(suspended) or V(unknown).
       type: str
     vcpus:
-      description: Virtual CPUs.
+      description: Virtual CPUs, as configured (what the VM runs with after its next start).
       type: int
     memory_mb:
-      description: Memory in MiB.
+      description: Memory in MiB, as configured.
       type: int
+    disks:
+      description: Disks, in order, as configured.
+      type: list
+      elements: dict
+    interfaces:
+      description: Network interfaces, in order, as configured.
+      type: list
+      elements: dict
+    metadata:
+      description: Metadata stored with the VM.
+      type: dict
     tags:
       description: Tags stored with the VM.
       type: list
       elements: str
+    autostart:
+      description: Whether the VM starts with its host (null when the provider does not say).
+      type: bool
+    guest:
+      description:
+        - What the guest reports - C(agent) (true when the QEMU guest agent or VMware Tools
+          answers), C(agent_state) (the platform's word for it, such as V(connected),
+          V(disconnected), V(unresponsive) or V(guestToolsRunning); null without an agent
+          channel), C(os) and C(hostname) (null when unknown).
+      type: dict
+    addresses:
+      description:
+        - IP addresses of the VM, interface by interface, the primary first. Each interface of
+          C(interfaces) carries its own C(addresses) and C(address_source) - V(agent) (the guest
+          agent), V(lease) (a DHCP lease of the libvirt network), V(arp) (the host's ARP table),
+          V(tools) (VMware Tools), or null when it has none.
+      type: list
+      elements: str
+    placement:
+      description:
+        - Where the VM is (vSphere) - C(datacenter), C(cluster) (null on a standalone host),
+          C(host), C(resource_pool) and C(folder) (inventory paths) and C(datastore) (of its
+          configuration file), in the form O(placement) takes. Absent
+          on providers that have no placement.
+      type: dict
+    restart_required:
+      description: True when the running VM still runs with something other than its configuration.
+      type: bool
 actions:
   description: What the task did (or, in check mode, would do), in order.
   returned: always
@@ -225,7 +440,7 @@ actions:
   elements: str
   sample: [create, start]
 changes:
-  description: State, vCPUs and memory before and after.
+  description: State, vCPUs, memory and every field the task sets, before and after.
   returned: always
   type: dict
   contains:
@@ -236,8 +451,10 @@ changes:
       description: After the task (predicted in check mode).
       type: dict
 restart_required:
-  description: True when a change to vCPUs or memory takes effect only after the VM restarts.
-  returned: when true
+  description:
+    - True when the VM runs with something other than its configuration, and a change (this
+      task's or an earlier one's) takes effect only after it restarts.
+  returned: always
   type: bool
 conditions:
   description:
@@ -279,14 +496,17 @@ ansible_facts:
 """
 
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
-from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, VirtError
+from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, VirtError, field_error
 from ansible_collections.resilient.virt.plugins.module_utils import _conditions as conditions
 
 
 class VmModule(ResilientModule):
+    module_kwargs = dict(required_one_of=[("name", "uuid")])
     argument_spec = dict(
-        name=dict(type="str", required=True),
-        state=dict(type="str", default="present", choices=["present", "absent", "running", "stopped", "restarted"]),
+        name=dict(type="str"),
+        uuid=dict(type="str"),
+        state=dict(type="str", default="present",
+                   choices=["present", "absent", "running", "stopped", "restarted", "paused", "suspended"]),
         vcpus=dict(type="int"),
         memory_mb=dict(type="int"),
         disks=dict(type="list", elements="dict"),
@@ -294,6 +514,16 @@ class VmModule(ResilientModule):
         boot=dict(type="list", elements="str"),
         metadata=dict(type="dict"),
         tags=dict(type="list", elements="str"),
+        autostart=dict(type="bool"),
+        placement=dict(type="dict", options=dict(
+            datacenter=dict(type="str"),
+            cluster=dict(type="str"),
+            host=dict(type="str"),
+            resource_pool=dict(type="str"),
+            folder=dict(type="str"),
+            datastore=dict(type="str"),
+        )),
+        template=dict(type="str"),
         libvirt=dict(type="dict", options=dict(
             cpu_mode=dict(type="str", choices=["host-model", "host-passthrough", "maximum", "default"]),
             console=dict(type="bool"),
@@ -301,22 +531,43 @@ class VmModule(ResilientModule):
             graphics=dict(type="str", choices=["none", "vnc", "spice"]),
             xml=dict(type="list", elements="str"),
         )),
+        cloud_init=dict(type="dict", options=dict(
+            user_data=dict(type="raw", no_log=True),
+            meta_data=dict(type="dict"),
+            network_config=dict(type="raw"),
+        )),
+        wait_for_ip=dict(type="bool", default=False),
+        wait_timeout=dict(type="raw", default="5m"),
         force=dict(type="bool", default=False),
         shutdown_timeout=dict(type="raw", default="60s"),
     )
 
     def run(self):
         from ansible_collections.resilient.virt.plugins.module_utils._convert import parse_duration
-        from ansible_collections.resilient.virt.plugins.module_utils._vm.reconcile import reconcile
+        from ansible_collections.resilient.virt.plugins.module_utils._vm.reconcile import (
+            UNREAD, find_by_uuid, reconcile)
 
         params = self.params
         shutdown_timeout = parse_duration(params["shutdown_timeout"], "shutdown_timeout")
+        wait = params["wait_for_ip"] and not self.check_mode
+        if params["wait_for_ip"] and params["state"] not in ("running", "restarted"):
+            raise field_error("wait_for_ip", "needs state=running or state=restarted (a VM in "
+                              "state %s gets no address)" % params["state"])
+        wait_timeout = parse_duration(params["wait_timeout"], "wait_timeout") if wait else None
         provider = self.open_provider()
         try:
+            name, current = params["name"], UNREAD
+            if params["uuid"]:
+                name, current = find_by_uuid(provider, params["uuid"], name, params["state"])
             outcome = reconcile(
-                provider, params["name"], params["state"], params, check_mode=self.check_mode,
-                force=params["force"], shutdown_timeout=shutdown_timeout,
+                provider, name, params["state"], params, check_mode=self.check_mode,
+                force=params["force"], shutdown_timeout=shutdown_timeout, current=current,
             )
+            if wait:
+                from ansible_collections.resilient.virt.plugins.module_utils._vm.wait import (
+                    wait_for_address)
+
+                outcome["vm"] = wait_for_address(provider, name, wait_timeout)
         except VirtError as err:
             err.result = dict(ready=False, conditions=self._failure_conditions(err))
             raise
@@ -329,8 +580,7 @@ class VmModule(ResilientModule):
         )
         result["ready"] = any(c["type"] == conditions.READY and c["status"] is True
                               for c in result["conditions"])
-        if outcome.get("restart_required"):
-            result["restart_required"] = True
+        result["restart_required"] = outcome["restart_required"]
         if self.diff_mode and outcome["changed"]:
             result["diff"] = dict(before=outcome["before"], after=outcome["after"])
         return result
@@ -339,9 +589,10 @@ class VmModule(ResilientModule):
         after = outcome["after"]
         if after.get("state") == "absent":
             return []
-        message = "%s is %s" % (self.params["name"], after.get("state"))
+        name = (outcome["vm"] or {}).get("name") or self.params["name"] or self.params["uuid"]
+        message = "%s is %s" % (name, after.get("state"))
         if self.check_mode and outcome["changed"]:
-            message = "check mode: %s would be %s" % (self.params["name"], after.get("state"))
+            message = "check mode: %s would be %s" % (name, after.get("state"))
         return [conditions.vm_ready(message)]
 
     def _failure_conditions(self, err):

@@ -29,8 +29,8 @@ description:
     it is created, so nothing is created twice.
   - Check mode returns the full plan (reads only); C(--diff) shows the VMs before and after.
   - For each VM the same rules as M(resilient.virt.vm) apply (the same spec fields, the same
-    look-before-retry); vCPUs, memory and power state are reconciled on existing VMs, the other
-    fields apply when a VM is created.
+    look-before-retry, the same day-2 changes on existing VMs); only C(template), C(libvirt) and
+    C(cloud_init) apply when a VM is created alone.
 author:
   - resilient.virt developers (!UNKNOWN)
 options:
@@ -40,7 +40,8 @@ options:
         VM - C(name) (required), C(provider) (a name of O(providers) or a dict; default
         O(provider)), C(state) (V(present), V(running), V(stopped) or V(absent); default
         V(present)), C(vcpus), C(memory_mb), C(disks), C(interfaces), C(boot), C(metadata),
-        C(tags) and C(libvirt) (see M(resilient.virt.vm)).
+        C(tags), C(autostart), C(placement), C(template), C(libvirt) and C(cloud_init) (see
+        M(resilient.virt.vm); its C(user_data) is masked in every result as a secret).
       - Checked as a whole before anything is contacted; every problem is reported by its path,
         such as C(vms[3].memory_mb). A VM (provider and name) may be listed once.
     type: list

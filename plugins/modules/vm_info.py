@@ -30,7 +30,7 @@ options:
       state:
         description: Power state.
         type: str
-        choices: [running, stopped, paused, unknown]
+        choices: [running, stopped, paused, suspended, unknown]
       tags:
         description: Tags the VM must all carry.
         type: list
@@ -108,23 +108,47 @@ vms:
       description: Host the VM is on.
       type: str
     state:
-      description: Power state.
+      description: Power state - V(running), V(stopped), V(paused), V(suspended) or V(unknown).
       type: str
     vcpus:
-      description: Virtual CPUs.
+      description: Virtual CPUs, as configured (what the VM runs with after its next start).
       type: int
     memory_mb:
-      description: Memory in MiB.
+      description: Memory in MiB, as configured.
       type: int
     tags:
       description: Tags stored with the VM.
       type: list
       elements: str
+    autostart:
+      description: Whether the VM starts with its host (null when the provider does not say).
+      type: bool
+    guest:
+      description:
+        - What the guest reports - C(agent) (true when the QEMU guest agent or VMware Tools
+          answers), C(agent_state) (the platform's word for it, such as V(connected),
+          V(disconnected), V(unresponsive) or V(guestToolsRunning); null without an agent
+          channel), C(os) and C(hostname) (null when unknown).
+      type: dict
+    placement:
+      description:
+        - Where the VM is (vSphere) - C(datacenter), C(cluster) (null on a standalone host),
+          C(host), C(resource_pool) and C(folder) (inventory paths) and C(datastore) (of its
+          configuration file), in the form O(resilient.virt.vm#module:placement) takes. Absent
+          on providers that have no placement.
+      type: dict
+    restart_required:
+      description: True when the running VM still runs with something other than its
+        configuration (a change waits for its restart).
+      type: bool
     addresses:
       description:
-        - IP addresses the provider knows for the VM, the primary one first (vSphere - from VMware
-          Tools; libvirt - from the DHCP leases of the libvirt networks its interfaces use). Empty
-          when it knows none.
+        - IP addresses the provider knows for the VM, interface by interface, the primary first
+          (vSphere - from VMware Tools; libvirt - from the guest agent, else the DHCP leases of the
+          libvirt networks its interfaces use; a read of one VM by O(name) without wildcards
+          also asks the host's ARP table). Empty when it knows none.
+        - Each interface of C(interfaces) carries its own C(addresses) and C(address_source)
+          (V(agent), V(lease), V(arp), V(tools), or null).
       type: list
       elements: str
 provider_errors:

@@ -58,7 +58,7 @@ PRELOAD = (
 _COLLECTION = "ansible_collections.resilient.virt."
 
 
-AVAILABLE = {}  # library -> importable by the controller's Python
+AVAILABLE = {}  # library -> importable by the controller's Python (probed at load, or when needed)
 CLASSES = {}    # module name -> its ResilientModule class
 
 
@@ -104,6 +104,14 @@ except ValueError:  # a wrong value: each task says so (module_path_reason)
     pass
 
 
+def _importable(available, name):
+    """``available[name]``; a library only some tasks need (pycdlib, for cloud_init) is not
+    probed at load but the first time a task needs it, and remembered."""
+    if name not in available:
+        available[name] = libraries.importable(name)
+    return available[name]
+
+
 def needed_libraries(args, environ):
     """(libraries the task needs, provider types no installed backend declares)."""
     unknown = set(kind for kind in libraries.provider_types(args) if kind not in BUILTIN_BACKENDS)
@@ -145,7 +153,7 @@ def module_path_reason(module, local, become, async_val, option, task_environmen
     needed, unknown = needed_libraries(args, environ)
     if unknown:
         return "no backend on the controller declares the provider type(s) %s" % ", ".join(sorted(unknown))
-    missing = sorted(name for name in needed if not available.get(name, False))
+    missing = sorted(name for name in needed if not _importable(available, name))
     if missing:
         return "the controller's Python cannot import %s" % ", ".join(missing)
     return None

@@ -1,7 +1,8 @@
 """A pyVmomi session of the test's own on the vSphere simulator, to read what it holds.
 
-Tests use it as the oracle beside the collection: VMs by name, their power state and size, the
-simulator's tasks on a VM, and removal of what a test created.
+Tests use it as the oracle beside the collection: VMs by name, their power state and size, where
+they are (placement), the files of a datastore folder, the simulator's tasks on a VM, and
+removal of what a test created.
 """
 import time
 
@@ -73,6 +74,45 @@ class Simulator:
                     "memory_mb": hardware.memoryMB}
         except Exception:  # noqa: BLE001 - destroyed meanwhile: gone
             return None
+
+    def path(self, entity):
+        """Inventory path of ``entity`` (``/DC0/vm/team-a``), by its parents up to the root."""
+        names = []
+        while entity != self.content.rootFolder:
+            names.append(entity.name)
+            entity = entity.parent
+        return "/" + "/".join(reversed(names))
+
+    def placement(self, ref):
+        """Where VM ``ref`` is, in the form of the collection's ``placement``."""
+        from pyVmomi import vim
+
+        host, datacenter = ref.runtime.host, ref.parent
+        while not isinstance(datacenter, vim.Datacenter):
+            datacenter = datacenter.parent
+        compute = host.parent
+        return {"datacenter": datacenter.name, "host": host.name,
+                "cluster": compute.name if isinstance(compute, vim.ClusterComputeResource)
+                else None,
+                "resource_pool": self.path(ref.resourcePool) if ref.resourcePool else None,
+                "folder": self.path(ref.parent),
+                "datastore": ref.config.files.vmPathName[1:].split("]")[0]}
+
+    def files(self, datastore, folder):
+        """Names of the files in ``folder`` of ``datastore`` (a vim.Datastore), by its browser;
+        [] when the folder does not exist."""
+        from pyVmomi import vim
+
+        task = datastore.browser.SearchDatastore_Task(
+            datastorePath="[%s] %s" % (datastore.name, folder),
+            searchSpec=vim.host.DatastoreBrowser.SearchSpec(matchPattern=["*"]))
+        end = time.monotonic() + 10
+        while str(task.info.state) not in ("success", "error"):
+            assert time.monotonic() < end
+            time.sleep(0.05)
+        if str(task.info.state) == "error":
+            return []
+        return sorted(f.path for f in task.info.result.file)
 
     def tasks_on(self, ref):
         """Keys and kinds (``VirtualMachine.reset``...) of the simulator's tasks on ``ref``."""

@@ -190,6 +190,13 @@ def test_vsphere(lab, vsphere, tmp_path):
         _run(tmp_path, provider, [{"name": "running", VM: {
             "name": name, "vcpus": 1, "memory_mb": 64, "state": "running"}}], "setup")
         ref = sim.vm(name)
+        # vCenter changes vCPUs and memory of a running VM only with hot-add on (set here, by
+        # pyVmomi, as an administrator would); without it the task is refused (test_vsphere_day2)
+        from pyVmomi import vim
+        from simulator_session import _wait
+
+        _wait(ref.ReconfigVM_Task(spec=vim.vm.ConfigSpec(cpuHotAddEnabled=True,
+                                                         memoryHotAddEnabled=True)), "hot-add on")
         before, tasks_before = sim.state(ref), sim.tasks_on(ref)
         assert before == {"power": "poweredOn", "vcpus": 1, "memory_mb": 64}
 

@@ -28,7 +28,8 @@ if shutil.which("go") is None or not os.path.isdir(GOVMOMI):
 
 
 vcsim = importlib.import_module("vcsim")  # lab/ is on sys.path (conftest.py)
-BIN_DIR = os.path.join(vcsim.DEFAULT_RUN_DIR, "vcsim", "bin")
+BIN_DIR = os.path.join(os.environ.get("RESILIENT_VIRT_LAB_DIR") or vcsim.DEFAULT_RUN_DIR,
+                       "vcsim", "bin")
 ZONES = {"DC0_C0", "DC0_C1"}
 
 
@@ -138,7 +139,8 @@ def test_list_vms_and_filters(provider):
     assert {"DC0_C0_RP0_VM0", "DC0_C0_RP0_VM1", "DC0_C1_RP0_VM0", "DC0_C1_RP0_VM1"} <= set(names)
     for vm in vms:
         assert vm["provider_key"] == provider.key and vm["az"] in ZONES and vm["uuid"]
-        assert vm["state"] in ("running", "stopped", "paused")
+        assert vm["state"] in ("running", "stopped", "suspended")
+        assert vm["autostart"] is None and vm["restart_required"] is False
     in_c1 = provider.list_vms({"az": "DC0_C1"})
     assert in_c1 and all(vm["az"] == "DC0_C1" for vm in in_c1)
     assert [vm["name"] for vm in provider.list_vms({"name": "DC0_C0_*VM1"})] == ["DC0_C0_RP0_VM1"]
@@ -178,8 +180,12 @@ def test_create_power_reconfigure_migrate_delete(provider):
         assert provider.power("it-lifecycle", "on")["state"] == "running"  # already on: no-op
         assert provider.power("it-lifecycle", "reboot")["state"] == "running"
 
+        err = fails(provider.reconfigure, "it-lifecycle", vcpus=4, memory_mb=1024)
+        assert isinstance(err, Conflict) and "power it off" in err.message  # no hot plug
+        assert provider.power("it-lifecycle", "off")["state"] == "stopped"
         changed = provider.reconfigure("it-lifecycle", vcpus=4, memory_mb=1024)
         assert (changed["vcpus"], changed["memory_mb"]) == (4, 1024)
+        assert provider.power("it-lifecycle", "on")["state"] == "running"
 
         target = other_host(provider, vm)
         moved = provider.migrate("it-lifecycle", target)
@@ -222,8 +228,8 @@ def test_invalid_spec_lists_every_field(provider):
                                   "interfaces": [{"network": "nope"}]})
     assert isinstance(err, InvalidSpec) and err.details["errors"][0]["path"] == \
         "interfaces[0].network"
-    err = fails(provider.create, {"name": "bad", "vcpus": 1, "memory_mb": 64, "tags": ["web"]})
-    assert isinstance(err, NotSupported) and "tags" in err.message
+    err = fails(provider.create, {"name": "bad", "vcpus": 1, "memory_mb": 64, "boot": ["hd"]})
+    assert isinstance(err, NotSupported) and "boot" in err.message
     err = fails(provider.reconfigure, "DC0_C0_RP0_VM0", memory_mb=1023)
     assert isinstance(err, InvalidSpec) and "memory_mb" in err.message
     err = fails(provider.power, "DC0_C0_RP0_VM0", "explode")

@@ -67,7 +67,8 @@ def _vm(answer, vm, prefix, set_ansible_host, details):
               "zone": vm.get("az"), "power_state": vm.get("state"),
               "enabled": vm.get("state") == "running", "vcpus": vm.get("vcpus"),
               "memory_mb": vm.get("memory_mb"), "tags": vm.get("tags") or [],
-              "metadata": vm.get("metadata") or {}, "addresses": vm.get("addresses") or []}
+              "metadata": vm.get("metadata") or {}, "addresses": vm.get("addresses") or [],
+              "guest": vm.get("guest") or {}}
     if details:
         values.update(interfaces=vm.get("interfaces") or [], disks=vm.get("disks") or [])
     values.update(_when(answer))

@@ -18,7 +18,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._reconfig
 
 STATES = ("present", "absent", "running", "stopped", "restarted", "paused", "suspended")
 SPEC_FIELDS = ("vcpus", "memory_mb", "disks", "interfaces", "boot", "metadata", "tags", "autostart",
-               "libvirt", "cloud_init")
+               "placement", "template", "libvirt", "cloud_init")
 DIFF_FIELDS = ("state", "vcpus", "memory_mb")
 MAX_REPLANS = 3
 UNREAD = object()  # ``current`` not given: reconcile reads the VM itself
@@ -47,7 +47,8 @@ def plan(current, state, spec, reconfigurable=RECONFIGURABLE):
         return [("delete", {})] if current is not None else []
     actions = []
     if current is None:
-        missing = [field for field in ("vcpus", "memory_mb") if spec.get(field) is None]
+        missing = [field for field in ("vcpus", "memory_mb")
+                   if spec.get(field) is None and not spec.get("template")]  # a clone inherits
         if missing:
             raise field_errors(
                 [{"path": field, "message": "required to create the VM"} for field in missing],
@@ -120,6 +121,29 @@ def _predicted(field, have, value):
         return [dict(have[index], **item) if index < len(have) else item
                 for index, item in enumerate(value)]
     return value
+
+
+def find_by_uuid(provider, uuid, name, state):
+    """(the name calls know the VM by, the VM or None) for the VM whose UUID is ``uuid``.
+
+    ``name``, when given, must be the VM's name. Only ``state=absent`` accepts a UUID that names
+    no VM (there is nothing to delete); a VM is never created by UUID."""
+    try:
+        reference = provider.find(uuid)
+    except NotFound:
+        if state == "absent" and name is not None:
+            return name, None
+        if state == "absent":
+            return uuid, None
+        raise field_error("uuid", "no VM has the UUID %s on this provider; a new VM's UUID is "
+                                  "chosen when it is created, so leave uuid out to create one"
+                                  % uuid) from None
+    vm = provider.describe(reference)
+    if name is not None and vm["name"] != name:
+        raise field_error("name", "the VM with UUID %s is named %r, not %r; give name: %r or "
+                                  "leave name out (a VM is not renamed)"
+                          % (uuid, vm["name"], name, vm["name"]))
+    return reference, vm
 
 
 def describe_or_none(provider, name):

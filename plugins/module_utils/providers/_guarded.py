@@ -1,8 +1,8 @@
 """GuardedProvider: a Provider whose every call goes through the resilience Policy and the hooks.
 
 Operation classes (they pick the time limit of each attempt): validate -> ``validate``;
-list_hypervisors, list_vms, list_vm_summaries, describe -> ``describe``; create, delete, power, reconfigure,
-migrate -> ``mutating``; task_status -> ``task_status``. Backup hooks (``hookspecs.py``):
+list_hypervisors, list_vms, list_vm_summaries, describe, find -> ``describe``; create, delete,
+power, reconfigure, migrate -> ``mutating``; task_status -> ``task_status``. Backup hooks (``hookspecs.py``):
 backup_prepare, backup_list -> ``describe``; backup_start, backup_cancel, backup_delete ->
 ``mutating``; backup_poll -> ``task_status``.
 
@@ -35,8 +35,8 @@ __all__ = ("GuardedProvider", "OPERATION_CLASS", "BACKUP_OPERATION_CLASS")
 OPERATION_CLASS = {
     "validate": "validate", "list_hypervisors": "describe", "list_vms": "describe",
     "list_vm_summaries": "describe",
-    "describe": "describe", "create": "mutating", "delete": "mutating", "power": "mutating",
-    "reconfigure": "mutating", "migrate": "mutating", "task_status": "task_status",
+    "describe": "describe", "find": "describe", "create": "mutating", "delete": "mutating",
+    "power": "mutating", "reconfigure": "mutating", "migrate": "mutating", "task_status": "task_status",
 }
 BACKUP_OPERATION_CLASS = {
     "backup_prepare": "describe", "backup_list": "describe", "backup_start": "mutating",
@@ -171,6 +171,11 @@ class GuardedProvider:
     def describe(self, name):
         self.provider.check_name(name)
         return self._call("describe", {"name": name})
+
+    def find(self, uuid):
+        if not isinstance(uuid, str) or not uuid.strip():
+            raise field_error("uuid", "must be a non-empty string, got %r" % (uuid,))
+        return self._call("find", {"uuid": uuid})
 
     def create(self, spec):
         name = spec.get("name") if isinstance(spec, dict) else None

@@ -44,8 +44,8 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
 __all__ = ("CAPABILITIES", "POWER_ACTIONS", "VM_STATES", "VM_FIELDS", "NO_GUEST", "Option", "Provider",
            "new_vm", "required_text", "check_filters", "match_filters", "config_errors")
 
-CAPABILITIES = ("validate", "list_hypervisors", "list_vms", "describe", "create", "delete",
-                "power", "reconfigure", "task_status", "migrate")
+CAPABILITIES = ("validate", "list_hypervisors", "list_vms", "describe", "find", "create",
+                "delete", "power", "reconfigure", "task_status", "migrate")
 POWER_ACTIONS = ("on", "off", "shutdown", "reboot", "pause", "suspend")
 VM_STATES = ("running", "stopped", "paused", "suspended", "unknown")
 VM_FIELDS = ("name", "uuid", "hypervisor", "az", "state", "vcpus", "memory_mb", "disks",
@@ -242,6 +242,12 @@ class Provider:
     def describe(self, name: str) -> dict[str, Any]:
         """Return the VM dict of ``name``; raise NotFound when there is none."""
         raise self.unsupported("describe")
+
+    def find(self, uuid: str) -> str:
+        """The name by which every other call knows the VM whose ``uuid`` is given (its name, or
+        a longer reference where names are not unique, such as an inventory path); NotFound
+        when there is none. Lets users address a VM by uuid."""
+        raise self.unsupported("find")
 
     def create(self, spec: dict[str, Any]) -> dict[str, Any]:
         """Create a VM (stopped) from ``spec``; InvalidSpec lists every bad field by path."""

@@ -43,3 +43,12 @@ def test_only_an_import_failure_behind_the_error_is_explained(monkeypatch):
     assert found.type == "MissingLibrary" and found.result == {"conditions": ["kept"]}
     assert found.details == {"libraries": ["no_such_backend_library"]}
     assert found.cause is behind
+
+
+def test_cloud_init_needs_pycdlib_and_yaml_only_when_given():
+    core = libraries.needed({"provider": {"type": "libvirt"}}, {})
+    assert libraries.needed({"provider": {"type": "libvirt"}, "cloud_init": None}, {}) == core
+    assert libraries.needed({"provider": {"type": "libvirt"}, "cloud_init": {}}, {}) == core | {
+        "pycdlib", "yaml"}
+    err = libraries.missing_error(["pycdlib", "yaml"])
+    assert "pip install pycdlib PyYAML" in err.message and "cloud_init" in err.message

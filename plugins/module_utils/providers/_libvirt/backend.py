@@ -19,14 +19,15 @@ import time
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, Internal, InvalidSpec, NotFound, NotSupported, Timeout, Unauthorized, Unavailable,
-    field_error, redact)
+    field_error, field_errors, redact)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._connection import (
     SharedConnection, SharedConnectionMixin)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
     POWER_ACTIONS, Option, Provider, check_filters, match_filters, new_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
+from ansible_collections.resilient.virt.plugins.module_utils.providers._reconfigure import list_changes
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import (
-    DOMAIN_TYPES, managed_volumes, name_problem, parse_domain_xml)
+    DOMAIN_TYPES, SEED_ROLE, managed_volumes, name_problem, parse_domain_xml)
 
 __all__ = ("LibvirtProvider", "resilient_virt_provider_types", "PATTERNS")
 
@@ -34,7 +35,8 @@ DEFAULT_SHUTDOWN_TIMEOUT = 60.0
 CLOSE_TIMEOUT = 5.0
 POLL_INTERVAL = 0.25
 _URI = r"^[a-z][a-z0-9]*(\+[a-z0-9]+)?://\S*$"
-PATTERNS = (_URI,)  # compiled ahead by a controller that preloads the collection
+_UUID = r"^[0-9a-fA-F]{8}-?([0-9a-fA-F]{4}-?){3}[0-9a-fA-F]{12}$"
+PATTERNS = (_URI, _UUID)  # compiled ahead by a controller that preloads the collection
 _URI_HELP = ("use e.g. qemu:///system, qemu+ssh://user@host/system, "
              "qemu+unix:///system?socket=/path/to/libvirt-sock or test:///default")
 # virDomainState -> VM state
@@ -116,6 +118,19 @@ def _leases(conn, vms):
     return found
 
 
+def _runtime(fields):
+    """What a running domain must share with its definition not to need a restart."""
+    return (fields["vcpus"], fields["memory_mb"], fields["boot"],
+            [(d["path"], d["target"], d["device"]) for d in fields["disks"]],
+            [(n.get("mac"), n.get("network"), n.get("bridge"), n.get("model"))
+             for n in fields["interfaces"]])
+
+
+def _whole_gib(size):
+    """``size`` bytes in GiB, rounded up (at least 1): the size_gb a volume is recorded with."""
+    return max(1, -(-size // 1024 ** 3))
+
+
 def _version(number):
     return "%d.%d.%d" % (number // 1000000, number // 1000 % 1000, number % 1000)
 
@@ -126,7 +141,9 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
 
     type_name = "libvirt"
     capabilities = frozenset(("validate", "list_hypervisors", "list_vms", "describe", "create",
-                              "delete", "power", "reconfigure"))
+                              "delete", "power", "reconfigure", "find"))
+    reconfigurable = frozenset(("vcpus", "memory_mb", "metadata", "tags", "disks", "interfaces",
+                                "autostart", "boot"))
     options = dict(Provider.options, **{
         "uri": Option(default="qemu:///system", doc="libvirt connection URI; " + _URI_HELP),
         "username": Option(doc="User name for libvirt authentication (SASL), when asked."),
@@ -209,18 +226,47 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
                 raise NotFound("VM %r not found on %s" % (name, self.key), cause=exc) from exc
             raise
 
-    def _vm(self, conn, dom, state=None, leases=None):
-        """The VM dict of ``dom``: its XML, its state (read unless given) and the addresses
-        its interfaces hold in ``leases`` (read from their networks unless given)."""
-        fields = parse_domain_xml(dom.XMLDesc(0))
+    def _vm(self, conn, dom, state=None, leases=None, autostart=None, saved=None, arp=True):
+        """The VM dict of ``dom``: its configuration (the persistent XML), its state (read unless
+        given; a stopped domain with a managed save image is suspended), ``restart_required``
+        when it runs with something else, ``autostart`` (read unless given), what the guest says
+        (``guest.py``), and the addresses of its interfaces: the agent's, those they hold in
+        ``leases`` (read from their networks unless given), then (``arp``) the host's ARP
+        table's."""
+        lv = _libvirt()
         if state is None:
             state = dom.state()[0]
+        live = parse_domain_xml(dom.XMLDesc(0))
+        fields = live if state == _SHUTOFF else parse_domain_xml(
+            dom.XMLDesc(lv.VIR_DOMAIN_XML_INACTIVE))
         if leases is None:
             leases = _leases(conn, [fields])
-        fields.update(hypervisor=self._hypervisor(conn), state=_STATES.get(state, "unknown"),
-                      addresses=[ip for nic in fields["interfaces"]
-                                 for ip in leases.get((nic.get("mac") or "").lower(), ())])
+        if state == _SHUTOFF and (dom.hasManagedSaveImage(0) if saved is None else saved):
+            shown = "suspended"
+        else:
+            shown = _STATES.get(state, "unknown")
+        fields.update(hypervisor=self._hypervisor(conn), state=shown,
+                      autostart=bool(dom.autostart() if autostart is None else autostart),
+                      restart_required=_runtime(live) != _runtime(fields))
+        self._guest(lv, dom, live, fields, leases, arp)
         return new_vm(self, **fields)
+
+    def _guest(self, lv, dom, live, fields, leases, arp):
+        """Fill ``fields`` with what the guest says (``guest``) and the addresses of each
+        interface: from the agent, the ``leases``, then (``arp`` True) the host's ARP table."""
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt import (
+            guest)
+
+        running = fields["state"] == "running"  # a paused guest cannot answer
+        channel = live["agent"] if running else fields["agent"] and "disconnected"
+        fields.pop("agent")
+        fields["guest"], found = guest.ask_agent(lv, dom, channel, _is)
+        interfaces = fields["interfaces"]
+        guest.assign_addresses(interfaces, "agent", found)
+        fields["addresses"] = guest.assign_addresses(interfaces, "lease", leases)
+        if arp and running and not all(nic["addresses"] for nic in interfaces):
+            fields["addresses"] = guest.assign_addresses(interfaces, "arp",
+                                                         guest.arp_addresses(lv, dom, _is))
 
     # -- operations ---------------------------------------------------------------------------
     def validate(self):
@@ -256,8 +302,10 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
                  "vm_count": len(conn.listAllDomains(0))}]
 
     def list_vms(self, filters=None):
-        """Every domain: names and states from one bulk call, filtered by name and state before
-        each definition is read (one call per VM left), addresses from the networks' leases."""
+        """Every domain: names and states from one bulk call, autostart and managed saves from
+        one call each, filtered by name and state before each definition is read (one call per
+        VM left, two for a running one, two more for one whose guest agent is connected),
+        addresses from the agents and the networks' leases (not the ARP table)."""
         check_filters(filters)
         lv = _libvirt()
         filters = filters or {}
@@ -267,26 +315,45 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
             state = record.get("state.state")
             if "name" in filters and not fnmatch.fnmatchcase(dom.name(), filters["name"]):
                 continue
-            if "state" in filters and _STATES.get(state, "unknown") != filters["state"]:
+            if "state" in filters and _STATES.get(state, "unknown") != filters["state"] and not (
+                    filters["state"] == "suspended" and state == _SHUTOFF):
                 continue
             wanted.append((dom, state))
+        autostart = set(dom.name() for dom in conn.listAllDomains(
+            lv.VIR_CONNECT_LIST_DOMAINS_AUTOSTART))
+        saved = set(dom.name() for dom in conn.listAllDomains(
+            lv.VIR_CONNECT_LIST_DOMAINS_MANAGEDSAVE))
         vms = []
         for dom, state in wanted:
             try:
-                vms.append(self._vm(conn, dom, state, leases={}))
+                vms.append(self._vm(conn, dom, state, leases={}, autostart=dom.name() in autostart,
+                                    saved=dom.name() in saved, arp=False))
             except Exception as exc:
                 if _is(exc, "NO_DOMAIN"):  # deleted meanwhile
                     continue
                 raise
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.guest import (
+            assign_addresses)
+
         leases = _leases(conn, vms)
         for vm in vms:
-            vm["addresses"] = [ip for nic in vm["interfaces"]
-                               for ip in leases.get((nic.get("mac") or "").lower(), ())]
+            vm["addresses"] = assign_addresses(vm["interfaces"], "lease", leases)
         return sorted((vm for vm in vms if match_filters(vm, filters)), key=lambda vm: vm["name"])
 
     def describe(self, name):
         conn = self._connection()
         return self._vm(conn, self._lookup(conn, name))
+
+    def find(self, uuid):
+        if not re.match(_UUID, uuid):
+            raise field_error("uuid", "%r is not a UUID such as 6c3b5e0e-9f53-4a3e-9df5-0f3b5c1f2f10"
+                              % (uuid,))
+        try:
+            return self._connection().lookupByUUIDString(uuid).name()
+        except Exception as exc:
+            if _is(exc, "NO_DOMAIN"):
+                raise NotFound("no VM with uuid %s on %s" % (uuid, self.key), cause=exc) from exc
+            raise
 
     def create(self, spec):
         from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import (
@@ -304,15 +371,20 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
 
         uuid = str(uuidlib.uuid4())
         domain_type, cpu_mode = self._platform(conn, spec)
-        volumes = self._create_volumes(conn, spec, uuid)
+        seed = self._seed_image(conn, spec, uuid)
+        volumes = self._create_volumes(conn, spec["name"], uuid[:8], dict(enumerate(spec["disks"])))
+        made = list(volumes.values())
         try:
+            if seed:
+                seed = self._upload_seed(conn, "%s-%s-cidata.iso" % (spec["name"], uuid[:8]), *seed)
+                made.append(seed)
             # libvirt's schema check (about 8 ms a define) for XML the user wrote; what the
             # spec builds is valid by construction (checked by the unit tests)
             flags = _libvirt().VIR_DOMAIN_DEFINE_VALIDATE if spec["libvirt"]["xml"] else 0
-            dom = conn.defineXMLFlags(build_domain_xml(spec, domain_type, uuid, volumes, cpu_mode),
-                                      flags)
+            dom = conn.defineXMLFlags(build_domain_xml(spec, domain_type, uuid, volumes, cpu_mode,
+                                                       seed), flags)
         except Exception as exc:
-            self._delete_volumes(conn, volumes.values(), best_effort=True)
+            self._delete_volumes(conn, made, best_effort=True)
             if self._exists(conn, spec["name"]):  # another task defined it meanwhile
                 raise Conflict("VM %r already exists on %s" % (spec["name"], self.key),
                                cause=exc) from exc
@@ -322,6 +394,8 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
                                   "(%s); fix or remove the element" % redact(
                                       exc.get_error_message() or exc), cause=exc) from exc
             raise
+        if spec.get("autostart"):
+            dom.setAutostart(1)
         return self._vm(conn, dom)
 
     def _platform(self, conn, spec):
@@ -354,41 +428,91 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
             return False
         return True
 
-    def _pool(self, conn, index):
-        name = self.config["storage_pool"]
+    def _pool(self, conn, need, name=None):
+        """The active storage pool where ``need`` (``disks[0]``, ``cloud_init``) gets a volume:
+        ``name``, the disk's ``pool`` (InvalidSpec naming ``<need>.pool`` when it is unknown or
+        inactive), else provider.storage_pool."""
+        field = need + ".pool" if name else "provider.storage_pool"
+        name = name or self.config["storage_pool"]
         try:
             pool = conn.storagePoolLookupByName(name)
         except Exception as exc:
             if not _is(exc, "NO_STORAGE_POOL"):
                 raise
-            message = ("storage pool %r does not exist on %s, and disks[%d].size_gb needs one to "
-                       "create the volume; create the pool or set provider.storage_pool to an "
-                       "existing one" % (name, self.key, index))
-            raise field_error("provider.storage_pool", message, cause=exc) from exc
-        if not pool.isActive():
+            fix = ("create the pool or set provider.storage_pool to an existing one"
+                   if field == "provider.storage_pool" else
+                   "give an existing pool (virsh pool-list --all), or leave pool out to use "
+                   "provider.storage_pool")
+            message = ("storage pool %r does not exist on %s, and %s needs one to create a "
+                       "volume; %s" % (name, self.key, need, fix))
+            raise field_error(field, message, cause=exc) from exc
+        if pool.isActive():
+            return pool
+        if field == "provider.storage_pool":
             raise Conflict("storage pool %r on %s is not active; start it (virsh pool-start %s)"
                            % (name, self.key, name))
-        return pool
+        raise field_error(field, "storage pool %r on %s is not active; start it (virsh pool-start "
+                                 "%s) or give an active pool" % (name, self.key, name))
 
-    def _create_volumes(self, conn, spec, uuid):
-        """Create a volume per disk given by size_gb: {disk index: volume dict}."""
+    def _create_volumes(self, conn, name, token, disks):
+        """Create a volume per disk given by size_gb or base_image ({index: validated disk}) in
+        the disk's pool, named after the VM, ``token`` and the index: {index: volume dict}.
+        Every pool and base image is checked before the first volume is made."""
         from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt import (
-            spec as domain_spec)
+            images, spec as domain_spec)
 
-        volumes, pool = {}, None
+        made = sorted((index, disk) for index, disk in disks.items()
+                      if "size_gb" in disk or "base_image" in disk)
+        pools, bases, errors = {}, {}, []
+        for index, disk in made:
+            where = "disks[%d]" % index
+            try:
+                pools[index] = self._pool(conn, where, disk.get("pool"))
+                if "base_image" in disk:
+                    bases[index] = images.base_image(conn, pools[index], disk["base_image"],
+                                                     where, self.key)
+                    images.check_size(disk, bases[index][2], where)
+            except InvalidSpec as err:
+                errors.extend(e for e in err.details["errors"] if e not in errors)
+        if errors:
+            raise field_errors(errors, "the disks cannot be created")
+        volumes = {}
         try:
-            for index, disk in enumerate(spec["disks"]):
-                if "size_gb" not in disk:
-                    continue
-                pool = pool or self._pool(conn, index)
-                name = "%s-%s-disk%d.%s" % (spec["name"], uuid[:8], index, disk["format"])
-                vol = pool.createXML(domain_spec.volume_xml(name, disk["size_gb"], disk["format"]), 0)
-                volumes[index] = {"pool": pool.name(), "name": name, "path": vol.path(),
-                                  "size_gb": disk["size_gb"]}
+            for index, disk in made:
+                volume = "%s-%s-disk%d.%s" % (name, token, index, disk["format"])
+                if index in bases:
+                    vol = images.clone_volume(pools[index], volume, disk, bases[index])
+                else:
+                    vol = pools[index].createXML(
+                        domain_spec.volume_xml(volume, disk["size_gb"], disk["format"]), 0)
+                volumes[index] = {"pool": pools[index].name(), "name": volume, "path": vol.path(),
+                                  "size_gb": disk.get("size_gb") or _whole_gib(vol.info()[1])}
+                if index in bases:
+                    volumes[index].update(base_image=disk["base_image"], clone=disk["clone"])
         except Exception:
             self._delete_volumes(conn, volumes.values(), best_effort=True)
             raise
         return volumes
+
+    def _seed_image(self, conn, spec, uuid):
+        """(pool, ISO image) of the cloud-init seed the new VM ``spec`` asks for, or None."""
+        if spec.get("cloud_init") is None:
+            return None
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.images import (
+            seed_files, seed_iso)
+
+        return (self._pool(conn, "cloud_init"),
+                seed_iso(seed_files(spec["cloud_init"], uuid, spec["name"])))
+
+    @staticmethod
+    def _upload_seed(conn, name, pool, data):
+        """The seed ISO ``data`` uploaded as the raw volume ``name`` of ``pool``: its volume dict."""
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backup_storage import (
+            upload)
+
+        vol = upload(conn, pool, name, data)
+        return {"pool": pool.name(), "name": name, "path": vol.path(),
+                "size_gb": _whole_gib(len(data)), "role": SEED_ROLE}
 
     def _delete_volumes(self, conn, volumes, best_effort=False):
         for volume in volumes:
@@ -436,13 +560,16 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
         conn = self._connection()
         dom = self._lookup(conn, name)
         state = dom.state()[0]
+        saved = state == _SHUTOFF and bool(dom.hasManagedSaveImage(0))
         changed = True
         if action == "on" and state in _PAUSED:
             dom.resume()
         elif action == "on" and state != 1:
-            dom.create()
+            dom.create()  # restores a managed save image when there is one
         elif action == "off" and state != _SHUTOFF:
             dom.destroy()
+        elif action == "off" and saved:
+            dom.managedSaveRemove(0)
         elif action == "shutdown" and state != _SHUTOFF:
             self._shutdown(dom, name, DEFAULT_SHUTDOWN_TIMEOUT if timeout is None else timeout)
         elif action == "reboot":
@@ -450,6 +577,14 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
                 raise Conflict("VM %r is stopped, so it cannot be rebooted; power it on instead"
                                % name)
             dom.reboot(0)
+        elif action == "pause" and state == 1:
+            dom.suspend()
+        elif action == "suspend" and state != _SHUTOFF:
+            dom.managedSave(0)
+        elif action in ("pause", "suspend") and state == _SHUTOFF and not (
+                action == "suspend" and saved):
+            raise Conflict("VM %r is stopped, so it cannot be %s; power it on first"
+                           % (name, "paused" if action == "pause" else "suspended"))
         else:
             changed = False
         return dict(self._vm(conn, dom), changed=changed)
@@ -464,40 +599,98 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
                               details={"timeout": timeout})
             time.sleep(min(POLL_INTERVAL, max(0.0, end - time.monotonic())))
 
-    def reconfigure(self, name, vcpus=None, memory_mb=None):
-        """Change vCPUs and/or memory in the persistent definition, and live when possible.
+    def reconfigure(self, name, vcpus=None, memory_mb=None, **changes):
+        """Change the definition, then the running domain where it can take the change: vCPUs,
+        memory and devices live, when refused (or a device the guest does not release) at the
+        next start, which ``restart_required`` then says. Added disks given by size_gb get new
+        volumes; a removed disk's volume is kept, with a warning that names it."""
+        import uuid as uuidlib
 
-        The result has ``restart_required`` True when a running VM could not take the change
-        live; it applies at the next start.
-        """
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.edit import (
+            DomainEdit)
+
+        validated = self._changes_spec(name, vcpus, memory_mb, changes)
+        lv = _libvirt()
+        conn = self._connection()
+        dom = self._lookup(conn, name)
+        edit = DomainEdit(dom.XMLDesc(lv.VIR_DOMAIN_XML_INACTIVE))
+        edit.resources(vcpus, memory_mb)
+        if "metadata" in changes or "tags" in changes:
+            edit.labels(changes.get("metadata"), changes.get("tags"))
+        if "boot" in changes:
+            edit.boot(validated["boot"])
+        if "interfaces" in changes:
+            edit.interfaces(changes["interfaces"], validated["interfaces"])
+        volumes = {}
+        if "disks" in changes:
+            added = list_changes("disks", edit.current["disks"], changes["disks"])["add"]
+            volumes = self._create_volumes(conn, name, "%s-%s" % (
+                edit.current["uuid"][:8], uuidlib.uuid4().hex[:6]),
+                dict((index, validated["disks"][index]) for index, _item in added))
+            edit.disks(changes["disks"], validated["disks"], volumes)
+        try:
+            conn.defineXML(edit.finish())
+        except Exception:
+            self._delete_volumes(conn, volumes.values(), best_effort=True)
+            raise
+        for volume in edit.kept:
+            self.warnings.append(
+                "disk %s was removed from VM %r; its volume %s in pool %s is kept (delete it "
+                "with: virsh vol-delete --pool %s %s)" % (volume["target"], name, volume["name"],
+                                                         volume["pool"], volume["pool"],
+                                                         volume["name"]))
+        if dom.isActive():
+            self._apply_live(dom, edit, vcpus, memory_mb)
+        if "autostart" in changes and bool(dom.autostart()) != changes["autostart"]:
+            dom.setAutostart(int(changes["autostart"]))
+        return self._vm(conn, dom)
+
+    def _changes_spec(self, name, vcpus, memory_mb, changes):
+        """The changed fields checked as a spec (every bad one named by its path), with the
+        defaults a new VM would get."""
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import (
+            validate_spec)
+
         for field, value, low in (("vcpus", vcpus, 1), ("memory_mb", memory_mb, 16)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < low):
                 raise field_error(field, "%r: must be an integer >= %d" % (value, low))
-        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import (
-            set_domain_resources)
+        checked = dict((field, value) for field, value in changes.items()
+                       if field in ("disks", "interfaces", "boot", "tags", "autostart"))
+        if "metadata" in changes:  # None values remove keys
+            checked["metadata"] = dict((key, value) for key, value in changes["metadata"].items()
+                                       if value is not None)
+        return validate_spec(dict(checked, name=name, vcpus=vcpus or 1, memory_mb=memory_mb or 16))
 
+    def _apply_live(self, dom, edit, vcpus, memory_mb):
+        """Bring the running ``dom`` to the edited definition as far as it can go live."""
         lv = _libvirt()
-        conn = self._connection()
-        dom = self._lookup(conn, name)
-        conn.defineXML(set_domain_resources(dom.XMLDesc(lv.VIR_DOMAIN_XML_INACTIVE), vcpus,
-                                            memory_mb))
-        restart = False
-        if dom.isActive():
-            live = parse_domain_xml(dom.XMLDesc(0))
-            changes = ((dom.setVcpusFlags, vcpus, live["vcpus"], vcpus),
-                       (dom.setMemoryFlags, memory_mb, live["memory_mb"],
-                        None if memory_mb is None else memory_mb * 1024))
-            for setter, wanted, current, argument in changes:
-                if wanted is None or wanted == current:
-                    continue
-                try:
-                    setter(argument, lv.VIR_DOMAIN_AFFECT_LIVE)
-                except Exception as exc:
-                    if not _is(exc, *_NEEDS_RESTART):
-                        raise
-                    restart = True
-        return dict(self._vm(conn, dom), restart_required=restart)
+        live = parse_domain_xml(dom.XMLDesc(0))
+        steps = [(dom.setVcpusFlags, vcpus, live["vcpus"], vcpus),
+                 (dom.setMemoryFlags, memory_mb, live["memory_mb"],
+                  None if memory_mb is None else memory_mb * 1024)]
+        for setter, wanted, current, argument in steps:
+            if wanted is not None and wanted != current:
+                self._live(setter, argument)
+        for operation, xml in edit.live:
+            method = {"attach": dom.attachDeviceFlags, "detach": dom.detachDeviceFlags,
+                      "update": dom.updateDeviceFlags}[operation]
+            self._live(method, xml)
+        if edit.labels_changed:
+            from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import (
+                NAMESPACE)
+            self._live(lambda xml, flags: dom.setMetadata(
+                lv.VIR_DOMAIN_METADATA_ELEMENT, xml, "rv", NAMESPACE, flags), edit.vm_element())
+
+    @staticmethod
+    def _live(method, argument):
+        """One change to the running domain; a refusal that only a restart overcomes is left
+        for the restart (the definition has the change)."""
+        try:
+            method(argument, _libvirt().VIR_DOMAIN_AFFECT_LIVE)
+        except Exception as exc:
+            if not _is(exc, *_NEEDS_RESTART):
+                raise
 
 
 @hookimpl

@@ -1,8 +1,8 @@
 """The backup pool of the libvirt provider: its volumes, the markers (written and read through
 libvirt streams) and the list of the backups it holds; the layout is described in ``backup.py``.
-Also what ``backup_jobs.py`` and ``restore.py`` share: libvirt and its errors (through the
-backend, which imports libvirt on first use), request fields, the disks of domain XML and the
-status ``poll`` answers.
+Also what ``backup_jobs.py``, ``restore.py`` and ``images.py`` share: libvirt and its errors
+(through the backend, which imports libvirt on first use), request fields, the disks of domain
+XML, volume XML and uploads, and the status ``poll`` answers.
 """
 import json
 import re
@@ -15,7 +15,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers.contract 
 
 __all__ = ("FORMAT", "is_error", "libvirt", "record_name", "domain_disks",
            "volume_xml", "backing_path", "directory_pool", "find_volume", "volume_at",
-           "being_copied", "drop_volume", "forget_volumes", "read_marker", "write_marker",
+           "being_copied", "drop_volume", "forget_volumes", "upload", "read_marker", "write_marker",
            "artifact_of", "drop_backup_volumes", "poll_status", "missing_status",
            "volumes_by_backup", "list_backups")
 
@@ -66,9 +66,9 @@ def domain_disks(xml):
     return found
 
 
-def volume_xml(name, capacity, fmt="qcow2", backing=None):
+def volume_xml(name, capacity, fmt="qcow2", backing=None, backing_format="qcow2"):
     """The XML of a new volume ``name`` of ``capacity`` bytes in format ``fmt`` (qcow2 v3 by
-    default), on the qcow2 image ``backing`` when given."""
+    default), on the image ``backing`` (in ``backing_format``) when given."""
     root = ET.Element("volume")
     ET.SubElement(root, "name").text = name
     ET.SubElement(root, "capacity", unit="bytes").text = str(int(capacity))
@@ -80,7 +80,7 @@ def volume_xml(name, capacity, fmt="qcow2", backing=None):
     if backing:
         store = ET.SubElement(root, "backingStore")
         ET.SubElement(store, "path").text = backing
-        ET.SubElement(store, "format", type="qcow2")
+        ET.SubElement(store, "format", type=backing_format)
     return ET.tostring(root, encoding="unicode")
 
 
@@ -199,7 +199,7 @@ def _download(conn, vol):
     return b"".join(chunks)
 
 
-def _upload(conn, pool, name, data):
+def upload(conn, pool, name, data):
     """A new raw volume ``name`` holding ``data``; removed again when the upload fails."""
     vol = pool.createXML(volume_xml(name, len(data), "raw"), 0)
     try:
@@ -222,7 +222,7 @@ def _upload(conn, pool, name, data):
     except Exception:
         try:
             vol.delete(0)
-        except Exception:  # noqa: BLE001 - a partial marker is never valid: harmless
+        except Exception:  # noqa: BLE001 - the upload's error is the one to report
             pass
         raise
     return vol
@@ -269,7 +269,7 @@ def write_marker(conn, pool, handle, made, created_at, definition, checkpoint):
               "location": {"pool": pool.name(), "marker": handle["marker"], "volumes": volumes},
               "size_bytes": size, "created_at": created_at, "complete": True,
               "definition": definition}
-    _upload(conn, pool, handle["marker"], json.dumps(marker, sort_keys=True).encode("utf-8"))
+    upload(conn, pool, handle["marker"], json.dumps(marker, sort_keys=True).encode("utf-8"))
     return marker
 
 

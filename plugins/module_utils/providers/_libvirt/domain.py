@@ -2,17 +2,22 @@
 created for it, and what libvirt refuses or mishandles in a domain name.
 
 Tags, metadata and the volumes created for a VM live in the domain's ``<metadata>`` under the
-namespace :data:`NAMESPACE`; ``spec.py`` writes them.
+namespace :data:`NAMESPACE`; ``spec.py`` writes them. A volume made from a base image records
+``base_image`` and ``clone``; the cloud-init seed has the role :data:`SEED_ROLE`, and its cdrom
+is not one of the VM's disks.
 """
 import xml.etree.ElementTree as ET
 
-__all__ = ("NAMESPACE", "DOMAIN_TYPES", "MAX_NAME_BYTES", "name_problem", "parse_domain_xml",
-           "managed_volumes", "qualified", "mib")
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.guest import agent_state
+
+__all__ = ("NAMESPACE", "DOMAIN_TYPES", "MAX_NAME_BYTES", "SEED_ROLE", "name_problem",
+           "parse_domain_xml", "disk_nodes", "managed_volumes", "qualified", "mib")
 
 NAMESPACE = "https://resilient.virt/xmlns/vm/1"
 ET.register_namespace("rv", NAMESPACE)
 
 DOMAIN_TYPES = ("qemu", "kvm")
+SEED_ROLE = "cloud-init"
 # libvirt writes /etc/libvirt/qemu/<name>.xml.new, and file names have at most 255 bytes
 MAX_NAME_BYTES = 255 - len(".xml.new")
 _UNITS = {"b": 1, "bytes": 1, "kb": 1000, "k": 1024, "kib": 1024, "mb": 1000 ** 2,
@@ -56,15 +61,15 @@ def parse_domain_xml(xml):
     vcpu = root.find("vcpu")
     owned = dict((v["path"], v) for v in _volumes(root))
     disks = []
-    for node in root.findall("devices/disk"):
-        source, target, driver = node.find("source"), node.find("target"), node.find("driver")
-        path = None if source is None else source.get("file") or source.get("dev")
+    for node in disk_nodes(root):
+        target, driver = node.find("target"), node.find("driver")
+        path = _source(node)
         disk = {"device": node.get("device", "disk"), "path": path,
                 "bus": None if target is None else target.get("bus"),
                 "target": None if target is None else target.get("dev"),
                 "format": None if driver is None else driver.get("type")}
-        if path in owned:
-            disk["size_gb"] = owned[path]["size_gb"]
+        disk.update((key, value) for key, value in owned.get(path, {}).items()
+                    if key in ("size_gb", "pool", "base_image", "clone"))
         disks.append(disk)
     interfaces = []
     for node in root.findall("devices/interface"):
@@ -79,6 +84,7 @@ def parse_domain_xml(xml):
     rv = _rv(root)
     return {
         "name": root.findtext("name"),
+        "agent": agent_state(root),
         "uuid": root.findtext("uuid"),
         "domain_type": root.get("type"),
         "vcpus": None if vcpu is None else int(vcpu.get("current") or vcpu.text),
@@ -93,6 +99,18 @@ def parse_domain_xml(xml):
     }
 
 
+def _source(node):
+    source = node.find("source")
+    return None if source is None else source.get("file") or source.get("dev")
+
+
+def disk_nodes(root):
+    """The ``<disk>`` elements of the domain ``root`` that are the VM's disks: all but the
+    cloud-init seed this collection attached."""
+    seeds = set(v["path"] for v in _volumes(root) if v.get("role") == SEED_ROLE)
+    return [node for node in root.findall("devices/disk") if _source(node) not in seeds]
+
+
 def _volumes(root):
     rv = _rv(root)
     if rv is None:
@@ -102,5 +120,6 @@ def _volumes(root):
 
 
 def managed_volumes(xml):
-    """Volumes this collection created for the domain: [dict(pool, name, path, size_gb)]."""
+    """Volumes this collection created for the domain: [dict(pool, name, path, size_gb, and
+    base_image, clone or role when recorded)]."""
     return _volumes(ET.fromstring(xml))

@@ -21,7 +21,9 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.
     forget_volumes, is_error, libvirt, missing_status, poll_status, read_marker, record_name,
     volume_at, volume_xml)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import (
-    managed_volumes, qualified)
+    SEED_ROLE, managed_volumes, qualified)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import (
+    volumes_element)
 
 __all__ = ("prepare_restore", "start_restore", "poll_restore", "cancel_restore")
 
@@ -179,15 +181,24 @@ def _finish_restore(conn, dom, handle):
 
 def _restored_xml(definition, handle, made, current):
     """The domain XML of a restore: the saved ``definition`` with the target's name, its disks
-    on the new volumes ``made`` ({disk target: volume}), the restore marked in its metadata.
-    A new VM gets a new identity (no uuid, MAC addresses or NVRAM path: libvirt makes them);
+    on the new volumes ``made`` ({disk target: volume}, recorded with the base image their disk
+    came from), the restore marked in its metadata. A new VM gets a new identity (no uuid, MAC
+    addresses or NVRAM path: libvirt makes them) and no cloud-init seed;
     the same VM keeps the uuid of its ``current`` definition (or of the saved one when gone),
     and the managed volumes of the disks replaced are listed to be deleted afterwards."""
     root = ET.fromstring(definition)
     root.find("name").text = handle["target"]
     uuid = root.find("uuid")
     base = []
+    saved = dict((v["path"], v) for v in managed_volumes(definition))
+    origin = dict((d["target"], saved.get(d["path"], {})) for d in domain_disks(definition))
     if not handle["same_vm"]:
+        # the cloud-init seed is the source VM's (its instance-id, and deleted with it)
+        for node in root.findall("devices/disk"):
+            source = node.find("source")
+            path = None if source is None else source.get("file")
+            if saved.get(path, {}).get("role") == SEED_ROLE:
+                root.find("devices").remove(node)
         if uuid is not None:
             root.remove(uuid)
         for nic in root.findall("devices/interface"):
@@ -228,10 +239,11 @@ def _restored_xml(definition, handle, made, current):
     for child in list(rv):
         if child.tag in (qualified("volumes"), qualified("restored")):
             rv.remove(child)
-    volumes = ET.SubElement(rv, qualified("volumes"))
-    for volume in kept + [made[t] for t in sorted(made)]:
-        ET.SubElement(volumes, qualified("volume"), pool=volume["pool"], name=volume["name"],
-                      path=volume["path"], size_gb=str(volume["size_gb"]))
+    # a restored disk is a full copy of the data of a disk that may have come from a base image
+    restored = [dict(made[t], base_image=origin.get(t, {}).get("base_image"),
+                     clone="copy" if origin.get(t, {}).get("base_image") else None)
+                for t in sorted(made)]
+    volumes_element(rv, kept + restored)
     mark = ET.SubElement(rv, qualified("restored"), record=handle["name"],
                          backup=handle["backup"])
     for volume in replaced:

@@ -13,6 +13,11 @@ trusted CAs unless ``validate_certs`` is false; plain http is used only when ask
 Asynchronous vSphere tasks are polled until they end or ``task_timeout`` passes; the Timeout
 then carries the task id (``details.task_id``) for ``task_status``. A call abandoned by the
 caller's time limit stops polling at its next poll.
+
+Tags are vSphere tags of the ``tag_category`` category, kept in vCenter's REST API
+(``tagging.py``): its session is opened on the first VM dict or tag change, with the same TLS
+settings. An endpoint without that API (an ESXi host) has no tags: VM dicts show none, and
+setting one raises NotSupported.
 """
 import re
 import socket
@@ -20,23 +25,30 @@ import ssl
 import time
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    Conflict, NotFound, QuotaExceeded, Timeout, Unavailable, field_error)
+    Conflict, NotFound, NotSupported, Timeout, Unavailable, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._connection import (
     SharedConnection, SharedConnectionMixin)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
     CAPABILITIES, POWER_ACTIONS, Option, Provider, check_filters, match_filters, new_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
+from ansible_collections.resilient.virt.plugins.module_utils.providers._reconfigure import (
+    differences, list_changes)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.faults import (
     SESSION_LOST, classify_fault, fault_name)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.spec import (
     MAX_NAME_LENGTH)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.inventory import (
-    COMPUTE_PATHS, HOST_PATHS, VM_PATHS, custom_values, host_fields, host_state, retrieve,
+    COMPUTE_PATHS, HOST_PATHS, VM_PATHS, custom_values, datastore_of, host_fields, retrieve,
     retrieve_view, vm_fields)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.placement import (
+    KEYS as PLACEMENT_KEYS, TREE_PATHS, Placer, Tree, vm_placement)
 
 __all__ = ("VSphereProvider", "resilient_virt_provider_types")
 
 DEFAULT_SHUTDOWN_TIMEOUT = 60.0
+HOT_PLUG_PATHS = ("config.cpuHotAddEnabled", "config.cpuHotRemoveEnabled",
+                  "config.memoryHotAddEnabled")
+HARDWARE = ("vcpus", "memory_mb", "disks", "interfaces")  # changed by ReconfigVM_Task
 CLOSE_TIMEOUT = 3.0
 MAX_POLL_INTERVAL = 1.0
 _TASK_STATES = {"queued": "running", "running": "running", "success": "success",
@@ -72,6 +84,7 @@ class _Session:
         self.field_names = None
         self.portgroups = None
         self.hosts = {}
+        self.tree = None
 
 
 class VSphereProvider(SharedConnectionMixin, Provider):
@@ -79,6 +92,8 @@ class VSphereProvider(SharedConnectionMixin, Provider):
 
     type_name = "vsphere"
     capabilities = frozenset(CAPABILITIES)
+    reconfigurable = frozenset(("vcpus", "memory_mb", "metadata", "tags", "disks", "interfaces",
+                                "placement"))
     options = dict(Provider.options, **{
         "host": Option(required=True, doc="vCenter or ESXi host name or address."),
         "port": Option("int", default=443, doc="Port of the SOAP API (/sdk)."),
@@ -96,6 +111,9 @@ class VSphereProvider(SharedConnectionMixin, Provider):
                                doc="How long to wait for a vSphere task (create, power, ...)."),
         "traits_attribute": Option(default="traits",
                                    doc="Host custom attribute holding comma-separated traits."),
+        "tag_category": Option(default="resilient.virt",
+                               doc="vSphere tag category of the tags of VMs (vCenter's REST "
+                                   "API; created when a tag is first set)."),
     })
 
     def __init__(self, config):
@@ -120,6 +138,10 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         self._shared = SharedConnection(self._login, _logout,
                                         min(CLOSE_TIMEOUT, self.config["timeout"]),
                                         "vSphere logout from %s" % self.endpoint())
+        self._rest = SharedConnection(self._rest_login, lambda client: client.close(),
+                                      min(CLOSE_TIMEOUT, self.config["timeout"]),
+                                      "vSphere REST logout from %s" % self.endpoint())
+        self._no_rest = None  # why the endpoint has no tags, once known
 
     def __repr__(self):
         return "<VSphereProvider %s>" % self.key
@@ -133,26 +155,76 @@ class VSphereProvider(SharedConnectionMixin, Provider):
             raise field_error("name", "%r has %d characters; vSphere VM names have at most %d"
                               % (name[:20] + "...", len(name), MAX_NAME_LENGTH))
 
-    # -- session ------------------------------------------------------------------------------
+    # -- sessions -----------------------------------------------------------------------------
+    def _ssl_context(self):
+        """The TLS context of both APIs (None for http): the system's trusted CAs, or no
+        verification when validate_certs is false."""
+        if self.config["protocol"] != "https":
+            return None
+        # always an explicit context: given none, pyVmomi skips verification for localhost
+        context = ssl.create_default_context()
+        if not self.config["validate_certs"]:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        return context
+
     def _login(self):
         from pyVim.connect import SmartConnect
 
         from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import (
             run_with_timeout)
 
-        context = None
-        if self.config["protocol"] == "https":
-            # always an explicit context: given none, pyVmomi skips verification for localhost
-            context = ssl.create_default_context()
-            if not self.config["validate_certs"]:
-                context.check_hostname = False
-                context.verify_mode = ssl.CERT_NONE
         kwargs = dict(protocol=self.config["protocol"], host=self.config["host"],
                       port=self.config["port"], user=self.config["username"],
-                      pwd=self.config["password"], sslContext=context,
+                      pwd=self.config["password"], sslContext=self._ssl_context(),
                       httpConnectionTimeout=self.config["timeout"])
         return run_with_timeout(lambda: _Session(SmartConnect(**kwargs)), self.config["timeout"],
                                 "vSphere login to %s" % self.endpoint())
+
+    def _rest_login(self):
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.tagging import (
+            TagClient)
+
+        return TagClient(self.config, self._ssl_context(), self.scrub)
+
+    def _tags(self):
+        """The REST session for tags, logged in on first use and again once it ended."""
+        client = self._rest.get()
+        if not client.alive:
+            self._rest.abandon()
+            client = self._rest.get()
+        return client
+
+    def _tag_client(self, session):
+        """The REST session for tags, or None when the endpoint serves no vSphere Automation
+        API (an ESXi host; ``_no_rest`` then says why)."""
+        if self._no_rest is None and session.content.about.apiType != "VirtualCenter":
+            self._no_rest = ("%s is an ESXi host (%s), which has no vSphere Automation API (tags "
+                             "need vCenter); point provider.host at a vCenter or remove tags"
+                             % (self.endpoint(), session.content.about.apiType))
+        if self._no_rest is not None:
+            return None
+        try:
+            return self._tags()
+        except NotSupported as err:
+            self._no_rest = err.message
+            return None
+
+    def _require_tags(self, session):
+        """The REST session for tags; NotSupported saying why the endpoint has none."""
+        client = self._tag_client(session)
+        if client is None:
+            raise NotSupported("vsphere provider %s cannot set tags: %s" % (self.key,
+                                                                            self._no_rest))
+        return client
+
+    def abandon(self):
+        self._shared.abandon()
+        self._rest.abandon()
+
+    def close(self):
+        self._shared.close()
+        self._rest.close()
 
     def classify_error(self, exc):
         """pyVmomi faults, vSphere HTTP and connection failures, with the endpoint named.
@@ -256,8 +328,36 @@ class VSphereProvider(SharedConnectionMixin, Provider):
                 az = self.config["az"]
             props["compute"] = compute
             records.append((ref, props, az))
-        session.hosts = dict((ref._moId, (props.get("name"), az)) for ref, props, az in records)
+        session.hosts = dict((ref._moId, (props.get("name"), az, az if props["compute"] and isinstance(
+            props["compute"][0], vim.ClusterComputeResource) else None)) for ref, props, az in records)
         return records
+
+    def _tree(self, session, refs=(), fresh=False):
+        """The inventory tree (``placement.Tree``), read again when ``fresh`` or when it lacks
+        one of ``refs``; its view starts at the root folder, for whole paths."""
+        from pyVmomi import vim
+
+        if fresh or session.tree is None or not session.tree.knows(refs):
+            content = session.content
+            if "tree" not in session.views:
+                session.views["tree"] = content.viewManager.CreateContainerView(
+                    content.rootFolder, [getattr(vim, kind) for kind in TREE_PATHS], True)
+            session.tree = Tree(retrieve_view(content, session.views["tree"], dict(
+                (getattr(vim, kind), paths) for kind, paths in TREE_PATHS.items())))
+        return session.tree
+
+    def _placer(self, session):
+        """A Placer on a fresh read of the inventory."""
+        from pyVmomi import vim
+
+        def datastores(host_props):
+            found = retrieve(session.content, host_props.get("datastore") or [],
+                             {vim.Datastore: ["summary.name", "summary.freeSpace",
+                                              "summary.accessible"]})
+            return [(p.get("summary.name"), ref, p.get("summary.freeSpace") or 0)
+                    for ref, p in found if p.get("summary.accessible")]
+        return Placer(self, self._tree(session, fresh=True), self._host_records(session),
+                      datastores)
 
     def _traits(self, props, field_names):
         traits = set(self.config["traits"])
@@ -289,8 +389,14 @@ class VSphereProvider(SharedConnectionMixin, Provider):
             self._host_records(session)
         field_names = self._field_names(session, props_list)
         portgroups = self._portgroups(session, props_list)
-        return [new_vm(self, props.get("name"), **vm_fields(props, session.hosts, field_names, portgroups))
-                for props in props_list]
+        tree = self._tree(session, [p.get(key) for p in props_list
+                                    for key in ("parent", "resourcePool")]) if found else None
+        client = self._tag_client(session) if found else None
+        tags = client.tags_of([ref._moId for ref, props in found]) if client else {}
+        return [new_vm(self, props.get("name"), tags=tags.get(ref._moId, []),
+                       placement=vm_placement(props, tree, session.hosts),
+                       **vm_fields(props, session.hosts, field_names, portgroups))
+                for ref, props in found]
 
     def _describe_ref(self, session, ref, name):
         from pyVmomi import vim
@@ -364,28 +470,102 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         return self._describe_ref(session, self._find_vm(session, name), name)
 
     def create(self, spec):
-        """Create the VM (stopped) on the host chosen by :meth:`_place`.
+        """Create the VM (stopped) where ``placement`` puts it, or clone ``template`` there.
 
-        ``metadata`` is stored once the VM exists; if that fails the VM stays, and the error
-        says why.
+        ``metadata`` and ``tags`` are stored once the VM exists (a clone also takes the
+        hardware the spec asks for, then its customization); if that fails the VM is deleted
+        again and the error says why. Tags on an endpoint without them, and every mistake in the
+        spec that can be seen before, fail before anything is created.
         """
         from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.spec import (
-            config_spec, validate_spec)
+            config_spec, placement_request, validate_spec)
 
         spec = validate_spec(spec)
         session = self._connection()
         if self._vm_refs(session, spec["name"]):
             raise Conflict("VM %r already exists on %s" % (spec["name"], self.key))
-        host_ref, props = self._place(session, spec)
-        datastore = self._datastore(session, props, spec)
-        config = config_spec(spec, datastore, self._backing_resolver(session, props))
-        folder = self._datacenter_of(props["compute"][0]).vmFolder
-        task = folder.CreateVM_Task(config=config, pool=props["compute"][1]["resourcePool"],
-                                    host=host_ref)
+        tagger = self._require_tags(session) if spec["tags"] else None
+        source = self._source(session, spec["template"]) if "template" in spec else None
+        wanted, paths = placement_request(spec)
+        target = self._placer(session).resolve(wanted, paths, az=spec.get("az"))
+        if source is not None:
+            return self._clone(session, spec, source, target)
+        config = config_spec(spec, target["datastore"][0],
+                             self._backing_resolver(session, target["host"][1]))
+        task = target["folder"].CreateVM_Task(config=config, pool=target["pool"],
+                                              host=target["host"][0])
         ref = self._wait(session, task, "creating VM %r" % spec["name"])
-        if spec["metadata"]:
-            self._set_metadata(session, ref, spec["metadata"])
-        return self._describe_ref(session, ref, spec["name"])
+        return self._finish(session, ref, spec["name"], lambda: self._labels(
+            session, ref, {}, spec["metadata"], spec["tags"] if tagger else None))
+
+    def _source(self, session, template):
+        """(ref, props, VM dict) of the VM or template ``template`` names: a name, or an
+        inventory path (``/DC0/vm/templates/debian``)."""
+        from pyVmomi import vim
+
+        folder, _sep, name = template.rpartition("/")
+        refs = self._vm_refs(session, name)
+        found = retrieve(session.content, refs, {vim.VirtualMachine: VM_PATHS})
+        tree = self._tree(session, [props.get("parent") for ref, props in found])
+        if folder:
+            found = [(ref, props) for ref, props in found
+                     if tree.path(props.get("parent")) == folder]
+        if len(found) != 1:
+            where = " in folder %s" % folder if folder else ""
+            raise field_error("template", (
+                "no VM or template named %r%s on %s; give the name or the inventory path "
+                "(/<datacenter>/vm/<folder>/<name>) of an existing one" % (name, where, self.key))
+                if not found else "%d VMs or templates are named %r on %s; give the inventory "
+                "path of one: %s" % (len(found), name, self.key, ", ".join(sorted(
+                    "%s/%s" % (tree.path(props.get("parent")), name) for ref, props in found))))
+        return found[0] + (self._vm_dicts(session, found)[0],)
+
+    def _clone(self, session, spec, source, target):
+        """Clone ``source`` (ref, props, VM dict) to ``target``, then give the clone what the
+        spec asks (``_change``) and its customization; a mistake that the source shows is
+        refused before cloning."""
+        from pyVmomi import vim
+
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.spec import (
+            customization_spec)
+
+        ref, props, vm = source
+        name = spec["name"]
+        wanted = dict((field, spec[field]) for field in HARDWARE if field in spec)
+        self._device_specs(session, target["host"][0], props, vm, differences(vm, wanted))
+        location = vim.vm.RelocateSpec(host=target["host"][0], pool=target["pool"],
+                                       datastore=target["datastore"][1])
+        task = ref.CloneVM_Task(folder=target["folder"], name=name, spec=vim.vm.CloneSpec(
+            location=location, powerOn=False, template=False))
+        clone = self._wait(session, task, "cloning %r into VM %r" % (spec["template"], name))
+        wanted.update(metadata=spec["metadata"], tags=spec["tags"])
+
+        def customize():
+            nics = len(self._describe_ref(session, clone, name)["interfaces"])
+            self._wait(session, clone.CustomizeVM_Task(spec=customization_spec(spec, nics)),
+                       "customizing VM %r" % name)
+
+        return self._finish(session, clone, name, lambda: self._change(session, clone, name, wanted),
+                            *([customize] if "customization" in spec else []))
+
+    def _finish(self, session, ref, name, *steps):
+        """Run ``steps`` on the new VM ``ref`` and return its VM dict. When a step fails, the VM
+        is deleted again and the step's error raised (a warning says when the VM could not be
+        deleted); a call abandoned by its time limit leaves the VM to the caller's look."""
+        generation = self._shared.generation
+        try:
+            for step in steps:
+                step()
+        except Exception:
+            if generation == self._shared.generation:
+                try:
+                    self._wait(session, ref.Destroy_Task(), "deleting the half-made VM %r" % name)
+                except Exception as exc:  # noqa: BLE001 - the step's error is the one to raise
+                    self.warnings.append("VM %r was created, then a step failed, and deleting it "
+                                         "failed too (%s); delete it by hand" % (
+                                             name, self.scrub(str(exc))))
+            raise
+        return self._describe_ref(session, ref, name)
 
     def delete(self, name):
         session = self._connection()
@@ -395,13 +575,24 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         self._wait(session, ref.Destroy_Task(), "deleting VM %r" % name)
 
     def power(self, name, action, timeout=None):
+        """``on`` also resumes a suspended VM; ``suspend`` saves a running VM's memory to disk
+        (SuspendVM_Task); ``pause`` is NotSupported: vSphere cannot stop a VM's vCPUs and keep
+        its memory in the host."""
         if action not in POWER_ACTIONS:
             raise field_error("action", "%r: use one of %s" % (action, ", ".join(POWER_ACTIONS)))
+        if action == "pause":
+            raise NotSupported("vSphere cannot pause a VM (stop its vCPUs and keep its memory in "
+                               "the host); use suspend (memory saved to disk) or off instead")
         session = self._connection()
         ref = self._find_vm(session, name)
         state = self._power_state(session, ref)
         changed = True
-        if action == "on" and state != "poweredOn":
+        if action == "suspend" and state == "poweredOff":
+            raise Conflict("VM %r is stopped, so it cannot be suspended; power it on first"
+                           % name)
+        if action == "suspend" and state != "suspended":
+            self._wait(session, ref.SuspendVM_Task(), "suspending VM %r" % name, timeout)
+        elif action == "on" and state != "poweredOn":
             self._wait(session, ref.PowerOnVM_Task(), "powering on VM %r" % name, timeout)
         elif action == "off" and state != "poweredOff":
             self._wait(session, ref.PowerOffVM_Task(), "powering off VM %r" % name, timeout)
@@ -437,44 +628,156 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         else:
             self._wait(session, ref.ResetVM_Task(), "resetting VM %r" % name, timeout)
 
-    def reconfigure(self, name, vcpus=None, memory_mb=None):
+    def reconfigure(self, name, vcpus=None, memory_mb=None, metadata=None, tags=None,
+                    disks=None, interfaces=None, autostart=None, placement=None):
+        """Change what differs (``_reconfigure`` rules): the hardware in one ReconfigVM_Task,
+        then custom attributes, then tags, then where the VM is (``_relocate``). vSphere keeps
+        no configuration for the next start, so a running VM is refused what it cannot take
+        live (vCPUs or memory without hot plug): Conflict, and nothing is changed. A removed
+        disk's file is kept, with a warning. ``changed`` is False when nothing had to change
+        (placement given in another form than VM dicts show, naming where the VM already is)."""
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.spec import (
+            validate_changes)
+
+        if autostart is not None:
+            raise NotSupported("vsphere provider cannot change autostart (a host setting of "
+                               "ESXi that vSphere HA clusters ignore); remove autostart")
+        wanted = validate_changes(dict(vcpus=vcpus, memory_mb=memory_mb, metadata=metadata,
+                                       tags=tags, disks=disks, interfaces=interfaces,
+                                       placement=placement))
+        session = self._connection()
+        return self._change(session, self._find_vm(session, name), name, wanted)
+
+    def _change(self, session, ref, name, wanted):
+        """Give VM ``ref`` the ``wanted`` fields (checked) where they differ; its VM dict."""
         from pyVmomi import vim
 
-        for field, value, low in (("vcpus", vcpus, 1), ("memory_mb", memory_mb, 4)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                      or value < low):
-                raise field_error(field, "%r: must be an integer >= %d" % (value, low))
-        if memory_mb is not None and memory_mb % 4:
-            raise field_error("memory_mb", "%d: must be a multiple of 4 (vSphere allocates memory "
-                              "in 4 MB steps)" % memory_mb)
-        session = self._connection()
-        ref = self._find_vm(session, name)
-        current = self._describe_ref(session, ref, name)
-        changes = {}
-        if vcpus is not None and vcpus != current["vcpus"]:
-            changes["numCPUs"] = vcpus
-        if memory_mb is not None and memory_mb != current["memory_mb"]:
-            changes["memoryMB"] = memory_mb
-        if not changes:
+        found = retrieve(session.content, [ref], {vim.VirtualMachine: VM_PATHS + HOT_PLUG_PATHS})
+        if not found:
+            raise NotFound("VM %r not found on %s" % (name, self.key))
+        props = found[0][1]
+        current = self._vm_dicts(session, found)[0]
+        plan = differences(current, wanted)
+        if not plan:
             return current
-        self._wait(session, ref.ReconfigVM_Task(spec=vim.vm.ConfigSpec(**changes)),
-                   "reconfiguring VM %r" % name)
-        return self._describe_ref(session, ref, name)
+        tagger = self._require_tags(session) if "tags" in plan else None
+        hardware = [field for field in HARDWARE if field in plan]
+        if hardware:
+            self._check_power_for(name, props, current, plan, hardware)
+            changes, kept = self._device_specs(session, props["runtime.host"], props, current, plan)
+            config = vim.vm.ConfigSpec(deviceChange=changes, numCPUs=plan.get("vcpus"),
+                                       memoryMB=plan.get("memory_mb"))
+            self._wait(session, ref.ReconfigVM_Task(spec=config), "reconfiguring VM %r" % name)
+            for label, file_name in kept:
+                self.warnings.append(
+                    "%s was removed from VM %r; its file %s is kept (delete it with the datastore "
+                    "browser once it is no longer needed)" % (label, name, file_name))
+        self._labels(session, ref, current["metadata"], plan.get("metadata"),
+                     plan.get("tags") if tagger else None)
+        moved = "placement" in plan and self._relocate(
+            session, ref, name, props, plan["placement"],
+            dict((key, "placement." + key) for key in PLACEMENT_KEYS))
+        vm = self._describe_ref(session, ref, name)
+        if set(plan) == {"placement"} and not moved:
+            vm["changed"] = False
+        return vm
+
+    def _labels(self, session, ref, have, metadata, tags):
+        """Store the ``metadata`` values that differ from ``have``, then exactly ``tags`` (None:
+        leave the tags)."""
+        if metadata:
+            self._set_metadata(session, ref, dict(
+                (key, value) for key, value in metadata.items() if have.get(key) != value))
+        if tags is not None:
+            self._require_tags(session).set_tags(ref._moId, tags)
+
+    def _device_specs(self, session, host, props, current, plan):
+        """(device specs, kept disk files) doing the disks and interfaces of ``plan`` on the
+        devices of ``props``, networks looked up on ``host``; InvalidSpec names a bad field."""
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.spec import (
+            device_changes)
+        from pyVmomi import vim
+
+        changes, kept, backing_for = [], [], None
+        for field in ("disks", "interfaces"):
+            if field not in plan:
+                continue
+            steps = list_changes(field, current[field], plan[field])
+            if field == "interfaces" and (steps["add"] or steps["update"]):
+                host_props = retrieve(session.content, [host],
+                                      {vim.HostSystem: ["name", "network"]})[0][1]
+                backing_for = self._backing_resolver(session, host_props)
+            specs, files = device_changes(field, steps, props["config.hardware.device"],
+                                          backing_for)
+            changes += specs
+            kept += files
+        return changes, kept
+
+    def _relocate(self, session, ref, name, props, wanted, paths):
+        """Move VM ``ref`` where ``wanted`` (placement keys) says: RelocateVM_Task for its host,
+        resource pool and datastore (vMotion, storage vMotion), MoveIntoFolder_Task for its
+        folder; only what differs. True when it moved."""
+        from pyVmomi import vim
+
+        current = {"host": props.get("runtime.host"), "pool": props.get("resourcePool"),
+                   "folder": props.get("parent"),
+                   "datastore": datastore_of(props.get("config.files.vmPathName"))}
+        target = self._placer(session).resolve(wanted, paths, current)
+        spec = vim.vm.RelocateSpec()
+        if target["host"][0] != current["host"]:
+            spec.host = target["host"][0]
+        if target["pool"] != current["pool"]:
+            spec.pool = target["pool"]
+        if target["datastore"][0] != current["datastore"]:
+            spec.datastore = target["datastore"][1]
+        moved = bool(spec.host or spec.pool or spec.datastore)
+        if moved:
+            self._wait(session, ref.RelocateVM_Task(spec=spec), "moving VM %r to host %r" % (
+                name, target["host"][1]["name"]))
+        if target["folder"] != current["folder"]:
+            self._wait(session, target["folder"].MoveIntoFolder_Task([ref]),
+                       "moving VM %r into another folder" % name)
+            moved = True
+        return moved
+
+    def _check_power_for(self, name, props, current, plan, hardware):
+        """Conflict unless the VM can take the hardware changes of ``plan`` in its power state:
+        anything when off; when running, devices, and vCPUs and memory only as far as hot plug
+        allows (vCenter refuses the rest); nothing when suspended."""
+        state = str(props.get("runtime.powerState"))
+        if state == "poweredOff":
+            return
+        if state == "suspended":
+            raise Conflict("VM %r is suspended and vSphere changes no hardware of a suspended VM "
+                           "(%s); power it off first" % (name, ", ".join(hardware)))
+        refused = []
+        if "vcpus" in plan:
+            more = plan["vcpus"] > current["vcpus"]
+            if not props.get("config.cpuHotAddEnabled" if more else "config.cpuHotRemoveEnabled"):
+                refused.append("vcpus (CPU hot %s is off)" % ("add" if more else "remove"))
+        if "memory_mb" in plan:
+            if plan["memory_mb"] < current["memory_mb"]:
+                refused.append("memory_mb (memory cannot shrink while the VM runs)")
+            elif not props.get("config.memoryHotAddEnabled"):
+                refused.append("memory_mb (memory hot add is off)")
+        if refused:
+            raise Conflict("VM %r is running and vSphere cannot change %s while it runs; power "
+                           "it off first (vSphere keeps no changes for the next start), or enable "
+                           "hot plug on the VM" % (name, " or ".join(refused)))
 
     def migrate(self, name, hypervisor):
-        """Move VM ``name`` to host ``hypervisor`` (vMotion when running), keeping its storage."""
+        """Move VM ``name`` to host ``hypervisor`` (vMotion when running), keeping its storage,
+        and its resource pool when the host is in the same cluster."""
         from pyVmomi import vim
 
         session = self._connection()
         ref = self._find_vm(session, name)
-        current = self._describe_ref(session, ref, name)
-        if current["hypervisor"] == hypervisor:
-            return current
-        target_ref, props, _az = self._usable_host(self._host_records(session), hypervisor,
-                                                   "hypervisor")
-        spec = vim.vm.RelocateSpec(host=target_ref, pool=props["compute"][1]["resourcePool"])
-        self._wait(session, ref.RelocateVM_Task(spec=spec), "migrating VM %r to %r"
-                   % (name, hypervisor))
+        found = retrieve(session.content, [ref], {vim.VirtualMachine: VM_PATHS})
+        if not found:
+            raise NotFound("VM %r not found on %s" % (name, self.key))
+        paths = dict((key, "placement." + key) for key in PLACEMENT_KEYS)
+        self._relocate(session, ref, name, found[0][1], {"host": hypervisor},
+                       dict(paths, host="hypervisor"))
         return self._describe_ref(session, ref, name)
 
     def task_status(self, task_id):
@@ -494,67 +797,7 @@ class VSphereProvider(SharedConnectionMixin, Provider):
             out["error"] = classify(info.error, (self.classify_error,)).to_dict()
         return out
 
-    # -- create and migrate helpers -----------------------------------------------------------
-    def _usable_host(self, records, name, path):
-        """(ref, props, az) of connected host ``name``; errors name ``path``."""
-        for ref, props, az in records:
-            if props.get("name") != name:
-                continue
-            state = host_state(props)
-            if state != "connected":
-                raise Conflict("host %r on %s is %s; choose another %s"
-                               % (name, self.key, state, path))
-            return ref, props, az
-        known = sorted(props.get("name") for ref, props, az in records)
-        raise field_error(path, "no host named %r on %s (hosts: %s)"
-                          % (name, self.key, ", ".join(known)))
-
-    def _place(self, session, spec):
-        """(host ref, props) for a new VM: spec.hypervisor, else the connected host of spec.az
-        (or of any cluster) with the most free memory."""
-        records = self._host_records(session)
-        if spec.get("hypervisor"):
-            ref, props, az = self._usable_host(records, spec["hypervisor"], "hypervisor")
-            if spec.get("az") and az != spec["az"]:
-                raise field_error("az", "host %r is in az %r, not %r"
-                                  % (spec["hypervisor"], az, spec["az"]))
-            return ref, props
-        if spec.get("az"):
-            zones = sorted(set(az for ref, props, az in records))
-            records = [r for r in records if r[2] == spec["az"]]
-            if not records:
-                raise field_error("az", "no cluster named %r on %s (azs: %s)"
-                                  % (spec["az"], self.key, ", ".join(zones)))
-        usable = [(ref, props) for ref, props, az in records if host_state(props) == "connected"]
-        if not usable:
-            raise QuotaExceeded("no connected host outside maintenance mode on %s%s"
-                                % (self.key, " in az %r" % spec["az"] if spec.get("az") else ""))
-
-        def free_mb(item):
-            facts = host_fields(item[1], None, [])
-            return facts["memory_mb"] - (facts["used_memory_mb"] or 0)
-        return max(usable, key=free_mb)
-
-    def _datastore(self, session, props, spec):
-        from pyVmomi import vim
-
-        found = retrieve(session.content, props.get("datastore") or [],
-                         {vim.Datastore: ["summary.name", "summary.freeSpace",
-                                          "summary.accessible"]})
-        stores = [(p.get("summary.name"), p.get("summary.freeSpace") or 0) for ref, p in found
-                  if p.get("summary.accessible")]
-        if spec.get("datastore"):
-            if spec["datastore"] not in [n for n, free in stores]:
-                known = ", ".join(sorted(n for n, free in stores))
-                raise field_error("datastore", "%r is not an accessible datastore of host %r "
-                                  "(datastores: %s)" % (spec["datastore"], props["name"],
-                                                        known))
-            return spec["datastore"]
-        if not stores:
-            raise QuotaExceeded("host %r on %s has no accessible datastore" % (props["name"],
-                                                                               self.key))
-        return max(stores, key=lambda s: s[1])[0]
-
+    # -- create helpers -----------------------------------------------------------------------
     def _backing_resolver(self, session, props):
         """backing_for(network name, path) over the port groups the host can reach."""
         from pyVmomi import vim
@@ -579,25 +822,20 @@ class VSphereProvider(SharedConnectionMixin, Provider):
             return nic.NetworkBackingInfo(deviceName=name, network=ref)
         return backing_for
 
-    @staticmethod
-    def _datacenter_of(entity):
-        from pyVmomi import vim
-
-        while not isinstance(entity, vim.Datacenter):
-            entity = entity.parent
-        return entity
-
     def _set_metadata(self, session, ref, metadata):
-        """Store metadata as custom attributes, defining the missing ones for VMs."""
+        """Store metadata as custom attributes, defining the missing ones for VMs; a None value
+        clears the attribute on this VM (vSphere then shows it empty: no value)."""
         from pyVmomi import vim
 
         manager = session.content.customFieldsManager
         keys = dict((f.name, f.key) for f in manager.field or []
                     if f.managedObjectType in (None, vim.VirtualMachine))
         for name, value in sorted(metadata.items()):
+            if value is None and name not in keys:
+                continue
             if name not in keys:
                 keys[name] = manager.AddCustomFieldDef(name=name, moType=vim.VirtualMachine).key
-            manager.SetField(entity=ref, key=keys[name], value=value)
+            manager.SetField(entity=ref, key=keys[name], value=value or "")
         session.field_names = None
 
 

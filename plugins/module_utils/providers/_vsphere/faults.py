@@ -29,6 +29,9 @@ FAULTS = {
     "vim.fault.ResourceInUse": Conflict,
     "vim.fault.ConcurrentAccess": Conflict,
     "vim.fault.ToolsUnavailable": Conflict,
+    "vim.fault.CpuHotPlugNotSupported": Conflict,  # the running VM refuses: power it off
+    "vim.fault.MemoryHotPlugNotSupported": Conflict,
+    "vim.fault.DeviceHotPlugNotSupported": Conflict,
     "vmodl.fault.InvalidArgument": InvalidSpec,
     "vmodl.fault.InvalidRequest": InvalidSpec,
     "vmodl.fault.InvalidType": InvalidSpec,
@@ -52,6 +55,12 @@ _HINTS = {
     "vim.fault.NoPermission": "grant the user a role with the missing privilege",
     "vim.fault.ToolsUnavailable": "VMware Tools do not run in the guest; power the VM off "
                                   "instead",
+    "vim.fault.CpuHotPlugNotSupported": "power the VM off first (vSphere keeps no changes for "
+                                        "the next start)",
+    "vim.fault.MemoryHotPlugNotSupported": "power the VM off first (vSphere keeps no changes "
+                                           "for the next start)",
+    "vim.fault.DeviceHotPlugNotSupported": "power the VM off first (vSphere keeps no changes "
+                                           "for the next start)",
 }
 # Fault attributes worth showing, in this order.
 _DETAILS = ("invalidProperty", "name", "existingState", "requestedState", "file", "property",

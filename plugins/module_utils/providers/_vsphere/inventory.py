@@ -5,18 +5,22 @@ One PropertyCollector call fetches chosen properties of every object in a contai
 pyVmomi is imported inside the functions that need it.
 """
 __all__ = ("VM_PATHS", "HOST_PATHS", "COMPUTE_PATHS", "retrieve", "retrieve_view", "vm_fields",
-           "host_fields", "host_state", "power_state", "custom_values", "guest_addresses")
+           "datastore_of",
+           "host_fields", "host_state", "power_state", "custom_values", "guest_addresses",
+           "guest_info")
 
 VM_PATHS = ("name", "config.instanceUuid", "config.hardware.numCPU", "config.hardware.memoryMB",
             "config.hardware.device", "runtime.powerState", "runtime.host", "customValue",
-            "guest.ipAddress", "guest.net")
+            "guest.ipAddress", "guest.net", "guest.toolsRunningStatus", "guest.guestFullName",
+            "guest.hostName", "parent", "resourcePool", "config.files.vmPathName")
+TOOLS_RUNNING = "guestToolsRunning"
 HOST_PATHS = ("name", "parent", "summary.hardware.numCpuCores", "summary.hardware.memorySize",
               "summary.hardware.cpuMhz", "summary.quickStats.overallCpuUsage",
               "summary.quickStats.overallMemoryUsage", "runtime.connectionState",
               "runtime.inMaintenanceMode", "customValue", "datastore", "network", "vm")
 COMPUTE_PATHS = ("name", "resourcePool")
 
-_POWER = {"poweredOn": "running", "poweredOff": "stopped", "suspended": "paused"}
+_POWER = {"poweredOn": "running", "poweredOff": "stopped", "suspended": "suspended"}
 _NIC_MODELS = {"VirtualVmxnet3": "vmxnet3", "VirtualE1000": "e1000", "VirtualE1000e": "e1000e",
                "VirtualVmxnet2": "vmxnet2", "VirtualPCNet32": "pcnet32", "VirtualSriovEthernetCard":
                "sriov"}
@@ -77,16 +81,17 @@ def power_state(value):
 
 
 def custom_values(props, field_names):
-    """{attribute name: value} of an entity's custom attributes."""
+    """{attribute name: value} of an entity's custom attributes; an empty value is no value
+    (clearing an attribute sets it empty)."""
     out = {}
     for item in props.get("customValue") or []:
         name = field_names.get(item.key)
         if name is not None:
             out[name] = getattr(item, "value", "")
-    return out
+    return dict((name, value) for name, value in out.items() if value)
 
 
-def _datastore_of(file_name):
+def datastore_of(file_name):
     """``[ds1] vm/vm.vmdk`` -> ``ds1``."""
     if file_name and file_name.startswith("[") and "]" in file_name:
         return file_name[1:file_name.index("]")]
@@ -98,11 +103,11 @@ def _disk(device):
     file_name = getattr(backing, "fileName", None)
     return {"name": device.deviceInfo.label if device.deviceInfo else None,
             "size_gb": round((device.capacityInKB or 0) / float(_MIB), 3),
-            "datastore": _datastore_of(file_name), "file": file_name,
+            "datastore": datastore_of(file_name), "file": file_name,
             "thin": bool(getattr(backing, "thinProvisioned", False))}
 
 
-def _nic(device, portgroups):
+def _nic(device, portgroups, reported):
     backing = device.backing
     network = getattr(backing, "deviceName", None)
     port = getattr(backing, "port", None)
@@ -110,9 +115,21 @@ def _nic(device, portgroups):
         network = portgroups.get(port.portgroupKey, port.portgroupKey)
     model = type(device).__name__.rsplit(".", 1)[-1]
     connectable = device.connectable
+    addresses = reported.get((device.macAddress or "").lower(), [])
     return {"name": device.deviceInfo.label if device.deviceInfo else None,
             "mac": device.macAddress, "network": network, "model": _NIC_MODELS.get(model, model),
-            "connected": bool(connectable.connected) if connectable else None}
+            "connected": bool(connectable.connected) if connectable else None,
+            "addresses": addresses, "address_source": "tools" if addresses else None}
+
+
+def _addresses_by_mac(props):
+    """{lower-case MAC: [IP addresses]} as VMware Tools report them per NIC."""
+    out = {}
+    for nic in props.get("guest.net") or []:
+        if nic.macAddress:
+            out.setdefault(nic.macAddress.lower(), []).extend(
+                ip for ip in nic.ipAddress or [] if ip)
+    return out
 
 
 def guest_addresses(props):
@@ -126,28 +143,36 @@ def guest_addresses(props):
     return found
 
 
+def guest_info(props):
+    """The contract's ``guest`` dict from what VMware Tools report (the Tools are the agent)."""
+    state = props.get("guest.toolsRunningStatus") or None
+    return {"agent": state == TOOLS_RUNNING, "agent_state": state,
+            "os": props.get("guest.guestFullName") or None,
+            "hostname": props.get("guest.hostName") or None}
+
+
 def vm_fields(props, hosts, field_names, portgroups):
     """Contract VM fields from VM_PATHS properties.
 
-    ``hosts`` maps a host moId to (name, az); ``field_names`` custom field key -> name;
+    ``hosts`` maps a host moId to (name, az, cluster); ``field_names`` custom field key -> name;
     ``portgroups`` distributed port group key -> name.
     """
     from pyVmomi import vim
 
-    disks, nics = [], []
+    disks, nics, reported = [], [], _addresses_by_mac(props)
     for device in props.get("config.hardware.device") or []:
         if isinstance(device, vim.vm.device.VirtualDisk):
             disks.append(_disk(device))
         elif isinstance(device, vim.vm.device.VirtualEthernetCard):
-            nics.append(_nic(device, portgroups))
+            nics.append(_nic(device, portgroups, reported))
     host = props.get("runtime.host")
-    name, az = hosts.get(host._moId, (None, None)) if host is not None else (None, None)
+    name, az, _cluster = hosts.get(host._moId, (None,) * 3) if host is not None else (None,) * 3
     fields = {"uuid": props.get("config.instanceUuid"), "hypervisor": name,
               "state": power_state(props.get("runtime.powerState")),
               "vcpus": props.get("config.hardware.numCPU"),
               "memory_mb": props.get("config.hardware.memoryMB"), "disks": disks,
               "interfaces": nics, "addresses": guest_addresses(props),
-              "metadata": custom_values(props, field_names)}
+              "guest": guest_info(props), "metadata": custom_values(props, field_names)}
     if az is not None:
         fields["az"] = az
     return fields

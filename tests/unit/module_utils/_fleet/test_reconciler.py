@@ -293,7 +293,8 @@ def test_check_mode_plans_everything_and_changes_nothing(store, observer, oracle
     result, _run = fleet.run(entries, check_mode=True)
     assert outcomes_of(result) == {"check-0": "deleted", "check-1": "updated", "check-2": "created",
                                    "check-3": "created"}
-    assert result["check-2"].after == {"state": "stopped", "vcpus": 1, "memory_mb": 64}
+    assert result["check-2"].after == {"state": "stopped", "vcpus": 1, "memory_mb": 64,
+                                       "metadata": {"resilient_virt_owner": "check"}}
     assert domains(oracle, "check-") == fleet.names(2) and memory_mib(oracle, "check-1") == 64
     assert observer.count(*MUTATING) == 0 and len(fleet.records()) == 2
 

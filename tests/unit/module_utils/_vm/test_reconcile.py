@@ -405,3 +405,10 @@ def test_predicted_day2_fields():
     after = predict(current, actions, spec)
     assert after["metadata"] == {"a": "1", "c": "true"}
     assert after["disks"] == [{"size_gb": 1, "target": "vda"}, {"size_gb": 2}]
+
+
+def test_a_clone_of_a_template_needs_no_vcpus_or_memory():
+    assert plan(None, "present", {"template": "debian12"}) == [("create", {})]
+    with pytest.raises(InvalidSpec) as info:
+        plan(None, "present", {})
+    assert sorted(e["path"] for e in info.value.details["errors"]) == ["memory_mb", "vcpus"]

@@ -217,7 +217,10 @@ def test_reconfigure_stopped_and_running_vms(provider):
     vm = provider.reconfigure("grow", memory_mb=128)  # shrinking memory works live
     assert (vm["memory_mb"], vm["restart_required"]) == (128, False)
     vm = provider.reconfigure("grow", vcpus=4)  # above the live maximum: next boot
-    assert (vm["vcpus"], vm["restart_required"]) == (2, True)
+    assert (vm["vcpus"], vm["restart_required"]) == (4, True)  # as configured, not yet running
+    assert provider.reconfigure("grow", vcpus=4)["restart_required"] is True
+    live = provider._connection().lookupByName("grow").XMLDesc(0)
+    assert "<vcpu placement='static'>2</vcpu>" in live
     provider.power("grow", "off")
     assert provider.power("grow", "on")["vcpus"] == 4
     with pytest.raises(InvalidSpec) as info:
@@ -328,3 +331,62 @@ def test_a_process_with_a_call_stuck_in_a_hung_daemon_still_exits(tmp_path):
                          check=False, timeout=30)
     assert out.stdout.strip() == "Timeout", out.stderr
     daemon.close()
+
+
+def _persistent(provider, name):
+    import xml.etree.ElementTree as ET
+
+    import libvirt
+
+    dom = provider._connection().lookupByName(name)
+    return ET.fromstring(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)), dom
+
+
+def test_day2_labels_boot_autostart_and_interfaces_of_a_stopped_vm(provider):
+    rv = "{https://resilient.virt/xmlns/vm/1}"
+    provider.create({"name": "d2", "vcpus": 1, "memory_mb": 64, "metadata": {"a": "1", "b": "2"},
+                     "tags": ["x"], "interfaces": [{"network": "default"}]})
+    try:
+        vm = provider.reconfigure("d2", metadata={"b": None, "c": "3"}, tags=["y", "z"],
+                                  boot=["network", "hd"], autostart=True,
+                                  interfaces=[{"network": "default"}, {"network": "default"}])
+        root, dom = _persistent(provider, "d2")
+        items = dict((i.get("key"), i.text) for i in root.iter(rv + "item"))
+        assert items == {"a": "1", "c": "3"} == vm["metadata"]
+        assert [t.text for t in root.iter(rv + "tag")] == ["y", "z"] == vm["tags"]
+        assert [b.get("dev") for b in root.findall("os/boot")] == ["network", "hd"]
+        assert dom.autostart() == 1 and vm["autostart"] is True
+        macs = [n.find("mac").get("address") for n in root.findall("devices/interface")]
+        assert len(set(macs)) == 2 and all(m.startswith("52:54:00:") for m in macs)
+        left = provider.reconfigure("d2", interfaces=[{"network": "default"}])["interfaces"]
+        assert [(n["mac"], n["network"]) for n in left] == [(macs[0], "default")]
+        assert [vm["name"] for vm in provider.list_vms() if vm["autostart"]] == ["d2"]
+        with pytest.raises(InvalidSpec) as info:
+            provider.reconfigure("d2", disks=[{"size_gb": 0}])
+        assert "disks[0].size_gb" in str(info.value)
+    finally:
+        provider.delete("d2")
+
+
+def test_pause_and_suspend(provider):
+    provider.create({"name": "ps", "vcpus": 1, "memory_mb": 64})
+    try:
+        with pytest.raises(Conflict, match="stopped"):
+            provider.power("ps", "pause")
+        provider.power("ps", "on")
+        assert provider.power("ps", "pause")["state"] == "paused"
+        assert provider.power("ps", "pause")["changed"] is False
+        saved = provider.power("ps", "suspend")
+        assert saved["state"] == "suspended" and saved["changed"] is True
+        _root, dom = _persistent(provider, "ps")
+        assert dom.hasManagedSaveImage(0) and not dom.isActive()
+        assert provider.power("ps", "suspend")["changed"] is False
+        assert [vm["name"] for vm in provider.list_vms({"state": "suspended"})] == ["ps"]
+        assert provider.power("ps", "on")["state"] in ("running", "paused")
+        provider.power("ps", "off")
+        provider.power("ps", "on")
+        provider.power("ps", "suspend")
+        stopped = provider.power("ps", "off")  # discards the saved state
+        assert stopped["state"] == "stopped" and not dom.hasManagedSaveImage(0)
+    finally:
+        provider.delete("ps")

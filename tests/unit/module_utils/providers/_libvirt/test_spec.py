@@ -6,6 +6,7 @@ import pytest
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt import domain
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt import spec as dom
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.edit import DomainEdit
 
 BASE = {"name": "vm1", "vcpus": 1, "memory_mb": 64}
 
@@ -123,12 +124,18 @@ def test_devices_boot_order_and_metadata_round_trip():
     assert root.find("metadata/{%s}vm" % domain.NAMESPACE) is not None
 
 
-def test_set_domain_resources_changes_only_cpu_and_memory():
+def _resized(text, **sizes):
+    edit = DomainEdit(text)
+    edit.resources(**sizes)
+    return domain.parse_domain_xml(edit.finish())
+
+
+def test_resources_change_only_cpu_and_memory():
     text = dom.build_domain_xml(dom.validate_spec(dict(BASE, tags=["keep"])))
     text = text.replace('<vcpu placement="static">1', '<vcpu placement="static" current="1">1')
-    changed = domain.parse_domain_xml(dom.set_domain_resources(text, vcpus=3, memory_mb=512))
+    changed = _resized(text, vcpus=3, memory_mb=512)
     assert (changed["vcpus"], changed["memory_mb"], changed["tags"]) == (3, 512, ["keep"])
-    only_cpu = domain.parse_domain_xml(dom.set_domain_resources(text, vcpus=2))
+    only_cpu = _resized(text, vcpus=2)
     assert (only_cpu["vcpus"], only_cpu["memory_mb"]) == (2, 64)
 
 

@@ -1,8 +1,9 @@
 """Contract fields from vSphere properties, with pyVmomi's own data objects."""
 import pyVmomi
 
+from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import NO_GUEST
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.inventory import (
-    guest_addresses, host_fields)
+    guest_addresses, guest_info, host_fields)
 
 vim = pyVmomi.vim
 
@@ -19,6 +20,16 @@ def test_no_tools_no_addresses():
     assert guest_addresses({}) == []
     assert guest_addresses({"guest.ipAddress": None,
                             "guest.net": [vim.vm.GuestInfo.NicInfo(macAddress="m")]}) == []
+
+
+def test_guest_info_from_tools():
+    props = {"guest.toolsRunningStatus": "guestToolsRunning", "guest.guestFullName": "Debian",
+             "guest.hostName": "web1"}
+    assert guest_info(props) == {"agent": True, "agent_state": "guestToolsRunning",
+                                 "os": "Debian", "hostname": "web1"}
+    stopped = guest_info({"guest.toolsRunningStatus": "guestToolsNotRunning"})
+    assert stopped == dict(NO_GUEST, agent_state="guestToolsNotRunning")
+    assert guest_info({"guest.guestFullName": "", "guest.hostName": ""}) == NO_GUEST
 
 
 def test_a_host_counts_its_vms_from_its_vm_property():

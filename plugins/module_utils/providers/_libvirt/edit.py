@@ -1,0 +1,170 @@
+"""Changes to an existing domain: its persistent XML edited, and the same changes as device
+operations for the running domain (which it may refuse until a restart).
+
+The rules of what may change are ``providers/_reconfigure.py``'s; the elements are ``spec.py``'s,
+so a disk or an interface added later is written as one given at creation. Imported on the
+reconfigure path only.
+"""
+import random
+import xml.etree.ElementTree as ET
+
+from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import (
+    disk_nodes, managed_volumes, mib, parse_domain_xml, qualified)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import (
+    disk_element, free_target, interface_element, vm_element)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._reconfigure import (
+    list_changes, merged_metadata)
+
+__all__ = ("DomainEdit", "random_mac")
+
+
+def random_mac():
+    """A locally administered unicast MAC in QEMU's 52:54:00 range, as libvirt would pick."""
+    return "52:54:00:%02x:%02x:%02x" % tuple(random.randint(0, 255) for _ in range(3))
+
+
+def _text(node):
+    return ET.tostring(node, encoding="unicode")
+
+
+def _unqualified(node):
+    copy = ET.Element(node.tag.rsplit("}", 1)[-1], node.attrib)
+    copy.text = node.text
+    copy.extend(_unqualified(child) for child in node)
+    return copy
+
+
+class DomainEdit:
+    """The persistent XML of one domain, changed step by step. ``live`` collects the device
+    operations (``attach``, ``detach``, ``update``, each with the device's XML) that make a
+    running domain match; ``kept`` the volumes of removed disks (left in their pools)."""
+
+    def __init__(self, xml):
+        self.root = ET.fromstring(xml)
+        self.current = parse_domain_xml(xml)
+        self.volumes = managed_volumes(xml)
+        self.labels_changed = False
+        self.live = []
+        self.kept = []
+
+    def xml(self):
+        return _text(self.root)
+
+    def vm_element(self):
+        """This collection's metadata element as it is now, without its namespace (which
+        ``virDomainSetMetadata`` adds itself), for the running domain."""
+        return _text(_unqualified(self.root.find("metadata/" + qualified("vm"))))
+
+    def resources(self, vcpus=None, memory_mb=None):
+        if vcpus is not None:
+            vcpu = self.root.find("vcpu")
+            if vcpu is None:
+                vcpu = ET.SubElement(self.root, "vcpu")
+            vcpu.attrib.pop("current", None)
+            vcpu.text = str(vcpus)
+        if memory_mb is not None:
+            max_memory = self.root.find("maxMemory")
+            if max_memory is not None and mib(max_memory) < memory_mb:
+                raise field_error("memory_mb", "%d is above the domain's maxMemory of %d MiB"
+                                  % (memory_mb, mib(max_memory)))
+            for tag in ("memory", "currentMemory"):
+                node = self.root.find(tag)
+                if node is None:
+                    node = ET.SubElement(self.root, tag)
+                node.set("unit", "MiB")
+                node.text = str(memory_mb)
+
+    def labels(self, metadata=None, tags=None):
+        """Merge ``metadata`` (None values remove keys) and set ``tags``."""
+        if metadata is not None:
+            self.current["metadata"] = merged_metadata(self.current["metadata"], metadata)
+        if tags is not None:
+            self.current["tags"] = list(tags)
+        self.labels_changed = True
+
+    def boot(self, devices):
+        os_node = self.root.find("os")
+        for node in os_node.findall("boot"):
+            os_node.remove(node)
+        position = len(os_node.findall("type"))
+        for offset, dev in enumerate(devices):
+            os_node.insert(position + offset, ET.Element("boot", dev=dev))
+        # per-device boot order and <os><boot> exclude each other
+        for device in self.root.find("devices"):
+            for order in device.findall("boot"):
+                device.remove(order)
+
+    def disks(self, wanted, validated, volumes):
+        """Make the disks ``wanted`` (as given); ``validated`` holds them with defaults,
+        ``volumes`` the volumes created for added disks by index."""
+        devices = self.root.find("devices")
+        nodes = disk_nodes(self.root)  # as current["disks"]: the cloud-init seed is not one
+        changes = list_changes("disks", self.current["disks"], wanted)
+        for index, _have in changes["remove"]:
+            node = nodes[index]
+            devices.remove(node)
+            self.live.append(("detach", _text(node)))
+            source = node.find("source")
+            path = None if source is None else source.get("file") or source.get("dev")
+            for volume in [v for v in self.volumes if v["path"] == path]:
+                self.volumes.remove(volume)
+                self.kept.append(dict(volume, target=node.find("target").get("dev")))
+        used = [node.find("target").get("dev") for node in devices.findall("disk")
+                if node.find("target") is not None]
+        for index, _item in changes["add"]:
+            disk = validated[index]
+            path = volumes[index]["path"] if index in volumes else disk.get("path")
+            used.append(free_target(disk["bus"], used))
+            node = disk_element(disk, path, used[-1])
+            self._insert(devices, "disk", node)
+            self.live.append(("attach", _text(node)))
+            if index in volumes:
+                self.volumes.append(volumes[index])
+        self.labels_changed = self.labels_changed or bool(changes["remove"] or volumes)
+
+    def interfaces(self, wanted, validated):
+        """Make the interfaces ``wanted`` (as given); ``validated`` holds them with defaults.
+        An added interface without a MAC gets one here, so that the running domain and its
+        definition agree on it."""
+        devices = self.root.find("devices")
+        nodes = devices.findall("interface")
+        changes = list_changes("interfaces", self.current["interfaces"], wanted)
+        for index, item in changes["update"]:
+            node = nodes[index]
+            kind = "network" if item.get("network") else "bridge"
+            node.set("type", kind)
+            source = node.find("source")
+            if source is None:
+                source = ET.SubElement(node, "source")
+            source.attrib.clear()
+            source.set(kind, item[kind])
+            self.live.append(("update", _text(node)))
+        for index, _have in changes["remove"]:
+            devices.remove(nodes[index])
+            self.live.append(("detach", _text(nodes[index])))
+        for index, _item in changes["add"]:
+            nic = dict(validated[index])
+            nic.setdefault("mac", random_mac())
+            node = interface_element(nic)
+            self._insert(devices, "interface", node)
+            self.live.append(("attach", _text(node)))
+
+    def finish(self):
+        """The persistent XML with this collection's metadata element rewritten."""
+        if self.labels_changed:
+            holder = self.root.find("metadata")
+            if holder is None:
+                holder = ET.SubElement(self.root, "metadata")
+            old = holder.find(qualified("vm"))
+            if old is not None:
+                holder.remove(old)
+            holder.append(vm_element(self.current["tags"], self.current["metadata"], self.volumes))
+        return self.xml()
+
+    @staticmethod
+    def _insert(devices, tag, node):
+        """Add ``node`` after the last device of ``tag`` (so positions keep their order)."""
+        children = list(devices)
+        last = max((i for i, child in enumerate(children) if child.tag == tag), default=None)
+        devices.insert(len(children) if last is None else last + 1, node)
