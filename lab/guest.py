@@ -159,7 +159,7 @@ def build(run_dir=None):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("command", choices=["build"])
     parser.add_argument("--run-dir", default=os.environ.get("RESILIENT_VIRT_LAB_DIR"))
     args = parser.parse_args()

@@ -16,7 +16,7 @@ __all__ = ("CORE", "BACKENDS", "STORES", "OPTIONS", "PACKAGES", "provider_types"
            "importable", "missing", "missing_error", "explain")
 
 CORE = ("pluggy", "tenacity", "jsonschema")
-BACKENDS = {"libvirt": ("libvirt",), "vsphere": ("pyVmomi",)}  # provider type -> libraries
+BACKENDS = {"libvirt": ("libvirt",), "vsphere": ("pyVmomi", "requests")}  # type -> libraries
 STORES = {"redis": ("redis",), "rediss": ("redis",)}  # state store URL scheme -> libraries
 OPTIONS = {"cloud_init": ("pycdlib", "yaml")}  # task option, when given -> libraries
 # import name -> (pip package, what needs it)
@@ -28,6 +28,7 @@ PACKAGES = {
                 "library: on Debian or Ubuntu install python3-libvirt, or libvirt-dev, "
                 "pkg-config and a C compiler first)"),
     "pyVmomi": ("pyvmomi", "for vSphere providers"),
+    "requests": ("requests", "for vSphere tags (the vSphere Automation REST API)"),
     "redis": ("redis", "for a redis:// state store"),
     "pycdlib": ("pycdlib", "to write cloud-init seed images (cloud_init)"),
     "yaml": ("PyYAML", "to write cloud-init data (cloud_init)"),

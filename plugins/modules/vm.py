@@ -29,6 +29,9 @@ options:
   name:
     description:
       - Name of the VM on the provider. Required unless O(uuid) is given.
+      - On vSphere, where names need not be unique, an existing VM can also be named by its
+        inventory path (C(/DC0/vm/team-a/web1)); a name that several VMs share fails with
+        V(Conflict) naming that fix and O(uuid).
       - Checked before any call - a non-empty string without control characters; a new VM's
         name must not start or end with whitespace. libvirt also refuses C(/), C(.) and C(..) and
         names longer than 247 bytes; vSphere names longer than 80 characters.

@@ -107,8 +107,8 @@ def test_wait_for_ip_fails_cleanly(lab, tmp_path):
         run = _run(lab, tmp_path, [
             {"name": "no address", "resilient.virt.vm": dict(
                 spec, state="running", wait_for_ip=True, wait_timeout="3s")},
-            {"name": "stopped", "resilient.virt.vm": dict(spec, state="stopped", force=True,
-                                                         shutdown_timeout="2s", wait_for_ip=True)},
+            {"name": "stopped", "resilient.virt.vm": dict(
+                spec, state="stopped", force=True, shutdown_timeout="2s", wait_for_ip=True)},
         ], "noip")
         elapsed = time.monotonic() - began
     finally:

@@ -255,8 +255,8 @@ def test_bad_changes_are_refused_by_field_and_change_nothing(provider, oracle, v
     assert sorted(e["path"] for e in err.details["errors"]) == [
         "disks[0].bus", "metadata.owner", "tags[0]", "vcpus"]
     assert "null to remove" in err.message
-    err = fails(provider.reconfigure, vm, interfaces=[{"network": "VM Network"},
-                                                       {"network": "no-such-net"}])
+    err = fails(provider.reconfigure, vm,
+                interfaces=[{"network": "VM Network"}, {"network": "no-such-net"}])
     assert isinstance(err, InvalidSpec) and "interfaces[1].network" in err.message
     err = fails(provider.reconfigure, vm, autostart=True)
     assert isinstance(err, NotSupported) and "autostart" in err.message
@@ -435,3 +435,41 @@ def test_vm_info_shows_the_guest_information(sim, oracle, tmp_path):
         (by_mac[n["mac"].lower()], "tools") for n in one["interfaces"]]
     listed = dict((vm["name"], vm["guest"]) for vm in run.task("all")["vms"])
     assert listed[TOOLS_VM] == guest and listed[BARE_VM]["agent"] is False
+
+
+def test_find_names_the_vm_of_a_uuid(provider, oracle, vm):
+    uuid = oracle.vm(vm).config.instanceUuid
+    path = oracle.path(oracle.vm(vm))
+    assert provider.find(uuid) == path and provider.describe(path)["uuid"] == uuid
+    err = fails(provider.find, "00000000-0000-0000-0000-000000000000")
+    assert err.type == "NotFound"
+
+
+def test_duplicate_names_are_told_apart_by_uuid_and_path(provider, oracle, vm):
+    """Two VMs with one name (the second in a folder the test makes with pyVmomi): the name
+    alone is a Conflict naming the fix; the uuid finds each one's path, and a change through
+    that path reaches that VM only."""
+    from pyVmomi import vim
+
+    first = oracle.vm(vm)
+    folder = first.parent.CreateFolder("dup-%s" % uuid.uuid4().hex[:6])
+    try:
+        spec = vim.vm.RelocateSpec(pool=first.resourcePool)
+        task = first.CloneVM_Task(folder=folder, name=vm, spec=vim.vm.CloneSpec(location=spec))
+        while str(task.info.state) not in ("success", "error"):
+            time.sleep(0.05)
+        second = task.info.result
+        err = fails(provider.describe, vm)
+        assert err.type == "Conflict" and "uuid" in err.message
+        found = provider.find(second.config.instanceUuid)
+        assert found == oracle.path(second) and found.startswith(oracle.path(folder))
+        changed = provider.reconfigure(found, memory_mb=128)
+        assert changed["uuid"] == second.config.instanceUuid and changed["memory_mb"] == 128
+        assert (first.config.hardware.memoryMB, second.config.hardware.memoryMB) == (64, 128)
+    finally:
+        for ref in oracle.vms_named(vm):
+            if ref.parent == folder:
+                task = ref.Destroy_Task()
+                while str(task.info.state) not in ("success", "error"):
+                    time.sleep(0.05)
+        folder.Destroy_Task()

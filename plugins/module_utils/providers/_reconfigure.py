@@ -7,8 +7,8 @@
   strings (numbers and booleans as JSON: ``true``, ``1.5``).
 * ``tags``: the exact set of tags (order does not matter).
 * ``placement``: where the VM is (vSphere: ``datacenter``, ``cluster``, ``host``,
-  ``resource_pool``, ``folder``, ``datastore``); only the keys given are compared, and a change
-  moves the VM.
+  ``resource_pool``, ``folder``, ``datastore``); only the keys given are compared (a name or a
+  relative path matches the end of the VM's absolute path), and a change moves the VM.
 * ``disks`` and ``interfaces``: the exact list, matched to the VM's by position. A wanted item
   beyond the VM's list is added; a VM item beyond the wanted list is removed (a disk's storage is
   kept); an item at the same position is compared on the keys the wanted item gives, and may only
@@ -48,6 +48,15 @@ def _same(key, current, wanted):
     if key == "mac" and isinstance(current, str) and isinstance(wanted, str):
         return current.lower() == wanted.lower()
     return current == wanted
+
+
+def _same_place(have, wanted):
+    """A placement value as given - a name, or a path relative (``team-a``) or absolute
+    (``/DC0/vm/team-a``) - against the VM's absolute one."""
+    if have == wanted:
+        return True
+    return isinstance(wanted, str) and isinstance(have, str) and not wanted.startswith("/") \
+        and have.endswith("/" + wanted)
 
 
 def list_changes(field, current, wanted):
@@ -93,7 +102,7 @@ def differences(vm, wanted):
         elif field == "tags":
             differs = set(value) != set(have or [])
         elif field == "placement":
-            differs = any(item is not None and (have or {}).get(key) != item
+            differs = any(item is not None and not _same_place((have or {}).get(key), item)
                           for key, item in value.items())
         elif field in CHANGEABLE:
             differs = any(list_changes(field, have, value).values())

@@ -11,7 +11,9 @@ A backend subclasses :class:`Provider`, sets ``type_name``, ``capabilities`` and
   lease, arp, tools or None), ``guest`` (``agent``: bool, the guest agent or VMware Tools
   answers; ``agent_state``: the platform's word for it, None when it has none; ``os`` and
   ``hostname`` as the guest reports them, None when unknown), ``metadata, tags, autostart``
-  (bool, None when unknown), ``restart_required``
+  (bool, None when unknown), ``placement`` (where the VM is, as the backend names it - vSphere:
+  datacenter, cluster, host, resource_pool, folder, datastore; empty when the backend has no
+  such notion), ``restart_required``
   (True when the running VM still runs with something other than its configuration),
   ``provider`` (the name the user gave) and ``provider_key``; see :func:`new_vm`.
 * hypervisor dict: ``name, az, cpu, memory_mb, used_cpu, used_memory_mb, state, traits``, and
@@ -49,7 +51,7 @@ CAPABILITIES = ("validate", "list_hypervisors", "list_vms", "describe", "find", 
 POWER_ACTIONS = ("on", "off", "shutdown", "reboot", "pause", "suspend")
 VM_STATES = ("running", "stopped", "paused", "suspended", "unknown")
 VM_FIELDS = ("name", "uuid", "hypervisor", "az", "state", "vcpus", "memory_mb", "disks",
-             "interfaces", "addresses", "guest", "metadata", "tags", "autostart",
+             "interfaces", "addresses", "guest", "metadata", "tags", "autostart", "placement",
              "restart_required", "provider", "provider_key")
 FILTER_KEYS = ("name", "state", "tags", "hypervisor", "az")
 NO_GUEST = {"agent": False, "agent_state": None, "os": None, "hostname": None}
@@ -303,7 +305,7 @@ def new_vm(provider: Provider, name: str, **fields: Any) -> dict[str, Any]:
                           "state": "unknown", "vcpus": None, "memory_mb": None, "disks": [],
                           "interfaces": [], "addresses": [], "guest": dict(NO_GUEST),
                           "metadata": {}, "tags": [],
-                          "autostart": None, "restart_required": False,
+                          "autostart": None, "placement": {}, "restart_required": False,
                           "provider": provider.config.get("name") or provider.key,
                           "provider_key": provider.key}
     vm.update(fields)

@@ -8,7 +8,8 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import Inter
 def test_a_task_needs_the_core_its_backends_and_its_store():
     args = {"providers": {"a": {"type": "libvirt"}, "b": "junk"},
             "vms": [{"provider": {"type": "vsphere"}}, "junk"], "provider": None}
-    assert libraries.needed(args, {}) == {"pluggy", "tenacity", "jsonschema", "libvirt", "pyVmomi"}
+    assert libraries.needed(args, {}) == {"pluggy", "tenacity", "jsonschema", "libvirt", "pyVmomi",
+                                          "requests"}
     assert libraries.needed({}, {"RESILIENT_VIRT_STATE_STORE": "rediss://h:6380/0"}) == {
         "pluggy", "tenacity", "jsonschema", "redis"}
     assert libraries.needed({"provider": {"type": "thirdparty"}, "state_store": "sqlite:///x"},

@@ -5,7 +5,8 @@ from ansible_collections.resilient.virt.plugins.plugin_utils import _in_process 
 
 from provider_testing import TEST_URI
 
-ALL = dict((name, True) for name in ("pluggy", "tenacity", "jsonschema", "libvirt", "pyVmomi", "redis"))
+ALL = dict((name, True) for name in ("pluggy", "tenacity", "jsonschema", "libvirt", "pyVmomi",
+                                     "requests", "redis"))
 LIBVIRT = {"type": "libvirt", "uri": TEST_URI, "name": "t"}
 
 
@@ -52,7 +53,7 @@ def test_option_true_wins_over_the_environment_variable():
 def test_needed_libraries_follow_the_providers_named():
     needed, unknown = ip.needed_libraries({"providers": {"a": {"type": "libvirt"}, "b": "junk"},
                                            "provider": {"type": "vsphere"}}, {})
-    assert needed == {"pluggy", "tenacity", "jsonschema", "libvirt", "pyVmomi"} and not unknown
+    assert needed == {"pluggy", "tenacity", "jsonschema", "libvirt", "pyVmomi", "requests"} and not unknown
 
 
 def test_run_module_returns_the_result_the_module_would_print(tmp_path):

@@ -636,9 +636,9 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
         for volume in edit.kept:
             self.warnings.append(
                 "disk %s was removed from VM %r; its volume %s in pool %s is kept (delete it "
-                "with: virsh vol-delete --pool %s %s)" % (volume["target"], name, volume["name"],
-                                                         volume["pool"], volume["pool"],
-                                                         volume["name"]))
+                "with: virsh vol-delete --pool %s %s)"
+                % (volume["target"], name, volume["name"], volume["pool"], volume["pool"],
+                   volume["name"]))
         if dom.isActive():
             self._apply_live(dom, edit, vcpus, memory_mb)
         if "autostart" in changes and bool(dom.autostart()) != changes["autostart"]:

@@ -21,7 +21,7 @@ __all__ = ("DomainEdit", "random_mac")
 
 def random_mac():
     """A locally administered unicast MAC in QEMU's 52:54:00 range, as libvirt would pick."""
-    return "52:54:00:%02x:%02x:%02x" % tuple(random.randint(0, 255) for _ in range(3))
+    return "52:54:00:%02x:%02x:%02x" % tuple(random.randint(0, 255) for _byte in range(3))
 
 
 def _text(node):

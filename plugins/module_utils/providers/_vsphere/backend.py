@@ -14,6 +14,11 @@ Asynchronous vSphere tasks are polled until they end or ``task_timeout`` passes;
 then carries the task id (``details.task_id``) for ``task_status``. A call abandoned by the
 caller's time limit stops polling at its next poll.
 
+Where a VM goes and where it is (``placement``) is worked out by ``placement.py``; a VM moves
+with RelocateVM_Task and MoveIntoFolder_Task. ``template`` makes ``create`` clone a VM or
+template, then change the clone as ``reconfigure`` would; a new VM whose later steps fail is
+deleted again. Guest information comes from VMware Tools, in the same read as the rest.
+
 Tags are vSphere tags of the ``tag_category`` category, kept in vCenter's REST API
 (``tagging.py``): its session is opened on the first VM dict or tag change, with the same TLS
 settings. An endpoint without that API (an ESXi host) has no tags: VM dicts show none, and
@@ -150,10 +155,13 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         return "%s:%d" % (self.config["host"], self.config["port"])
 
     def check_name(self, name, creating=False):
+        """A VM name, or an existing VM's inventory path (``/DC0/vm/team-a/web1``), which names
+        it where names are not unique."""
         super().check_name(name, creating)
-        if len(name) > MAX_NAME_LENGTH:
+        leaf = name.rsplit("/", 1)[-1] if name.startswith("/") and not creating else name
+        if len(leaf) > MAX_NAME_LENGTH:
             raise field_error("name", "%r has %d characters; vSphere VM names have at most %d"
-                              % (name[:20] + "...", len(name), MAX_NAME_LENGTH))
+                              % (leaf[:20] + "...", len(leaf), MAX_NAME_LENGTH))
 
     # -- sessions -----------------------------------------------------------------------------
     def _ssl_context(self):
@@ -374,12 +382,21 @@ class VSphereProvider(SharedConnectionMixin, Provider):
                 if props.get("name") == name]
 
     def _find_vm(self, session, name):
+        """The VM named ``name``, or at the inventory path ``name`` when it starts with /."""
+        from pyVmomi import vim
+
+        if name.startswith("/"):
+            ref = session.content.searchIndex.FindByInventoryPath(name[1:])
+            if not isinstance(ref, vim.VirtualMachine):
+                raise NotFound("no VM at the inventory path %r on %s" % (name, self.key))
+            return ref
         refs = self._vm_refs(session, name)
         if not refs:
             raise NotFound("VM %r not found on %s" % (name, self.key))
         if len(refs) > 1:
-            raise Conflict("%d VMs are named %r on %s; rename all but one (this provider "
-                           "identifies VMs by name)" % (len(refs), name, self.key))
+            raise Conflict("%d VMs are named %r on %s; address the one you mean by its uuid, "
+                           "or by its inventory path as name (/<datacenter>/vm/<folder>/%s)"
+                           % (len(refs), name, self.key, name))
         return refs[0]
 
     def _vm_dicts(self, session, found):
@@ -469,6 +486,26 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         session = self._connection()
         return self._describe_ref(session, self._find_vm(session, name), name)
 
+    def find(self, uuid):
+        """The inventory path (``/DC0/vm/team-a/web1``) of the VM whose ``uuid`` (its instance
+        UUID, as VM dicts show it) is given: it names that VM even where names are not unique."""
+        from pyVmomi import vim
+
+        session = self._connection()
+        root = self._root(session)
+        ref = session.content.searchIndex.FindByUuid(
+            datacenter=root if isinstance(root, vim.Datacenter) else None, uuid=uuid,
+            vmSearch=True, instanceUuid=True)
+        found = retrieve(session.content, [ref], {vim.VirtualMachine: ["name"]}) if ref else []
+        if not found:
+            raise NotFound("no VM with uuid %s on %s" % (uuid, self.key))
+        path = [found[0][1]["name"]]
+        entity, top = ref.parent, session.content.rootFolder._moId
+        while entity is not None and entity._moId != top:  # up to the datacenter
+            path.insert(0, entity.name)
+            entity = entity.parent
+        return "/" + "/".join(path)
+
     def create(self, spec):
         """Create the VM (stopped) where ``placement`` puts it, or clone ``template`` there.
 
@@ -495,8 +532,12 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         task = target["folder"].CreateVM_Task(config=config, pool=target["pool"],
                                               host=target["host"][0])
         ref = self._wait(session, task, "creating VM %r" % spec["name"])
-        return self._finish(session, ref, spec["name"], lambda: self._labels(
-            session, ref, {}, spec["metadata"], spec["tags"] if tagger else None))
+
+        def finish():
+            self._labels(session, ref, {}, spec["metadata"], spec["tags"] if tagger else None)
+            return self._describe_ref(session, ref, spec["name"])
+
+        return self._finish(session, ref, spec["name"], finish)
 
     def _source(self, session, template):
         """(ref, props, VM dict) of the VM or template ``template`` names: a name, or an
@@ -540,22 +581,22 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         clone = self._wait(session, task, "cloning %r into VM %r" % (spec["template"], name))
         wanted.update(metadata=spec["metadata"], tags=spec["tags"])
 
-        def customize():
-            nics = len(self._describe_ref(session, clone, name)["interfaces"])
-            self._wait(session, clone.CustomizeVM_Task(spec=customization_spec(spec, nics)),
-                       "customizing VM %r" % name)
+        def finish():
+            made = self._change(session, clone, name, wanted)
+            if "customization" in spec:  # once the clone has its final NICs
+                custom = customization_spec(spec, len(made["interfaces"]))
+                self._wait(session, clone.CustomizeVM_Task(spec=custom), "customizing VM %r" % name)
+            return made
 
-        return self._finish(session, clone, name, lambda: self._change(session, clone, name, wanted),
-                            *([customize] if "customization" in spec else []))
+        return self._finish(session, clone, name, finish)
 
-    def _finish(self, session, ref, name, *steps):
-        """Run ``steps`` on the new VM ``ref`` and return its VM dict. When a step fails, the VM
-        is deleted again and the step's error raised (a warning says when the VM could not be
-        deleted); a call abandoned by its time limit leaves the VM to the caller's look."""
+    def _finish(self, session, ref, name, work):
+        """``work()`` on the new VM ``ref``: its VM dict. When it fails, the VM is deleted again
+        and its error raised (a warning says when the VM could not be deleted); a call abandoned
+        by its time limit leaves the VM to the caller's look."""
         generation = self._shared.generation
         try:
-            for step in steps:
-                step()
+            return work()
         except Exception:
             if generation == self._shared.generation:
                 try:
@@ -565,7 +606,6 @@ class VSphereProvider(SharedConnectionMixin, Provider):
                                          "failed too (%s); delete it by hand" % (
                                              name, self.scrub(str(exc))))
             raise
-        return self._describe_ref(session, ref, name)
 
     def delete(self, name):
         session = self._connection()

@@ -32,6 +32,9 @@ FAULTS = {
     "vim.fault.CpuHotPlugNotSupported": Conflict,  # the running VM refuses: power it off
     "vim.fault.MemoryHotPlugNotSupported": Conflict,
     "vim.fault.DeviceHotPlugNotSupported": Conflict,
+    "vim.fault.MigrationFault": Conflict,  # vCenter refuses this move (vMotion checks)
+    "vim.fault.CustomizationPending": Conflict,
+    "vim.fault.CustomizationFault": InvalidSpec,  # a guest it cannot customize, NICs that differ
     "vmodl.fault.InvalidArgument": InvalidSpec,
     "vmodl.fault.InvalidRequest": InvalidSpec,
     "vmodl.fault.InvalidType": InvalidSpec,
@@ -61,6 +64,9 @@ _HINTS = {
                                            "for the next start)",
     "vim.fault.DeviceHotPlugNotSupported": "power the VM off first (vSphere keeps no changes "
                                            "for the next start)",
+    "vim.fault.CustomizationFault": "customization needs a guest OS that vCenter customizes "
+                                    "(Linux, with VMware Tools in the template); remove "
+                                    "customization or choose another template",
 }
 # Fault attributes worth showing, in this order.
 _DETAILS = ("invalidProperty", "name", "existingState", "requestedState", "file", "property",

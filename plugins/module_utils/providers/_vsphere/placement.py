@@ -182,7 +182,7 @@ class Placer:
         mine = self.tree.up(ref, "Datacenter")[0]
         if dc is not None:
             return mine == dc
-        return any(mine == ref for ref, _p, _k in self._datacenters())
+        return any(mine == node[0] for node in self._datacenters())
 
     def _where(self, dc):
         return "datacenter %s" % self.tree.nodes[dc._moId][1].get("name") if dc is not None \
@@ -250,8 +250,8 @@ class Placer:
             zones = _known(r[2] for r in candidates)
             candidates = [r for r in candidates if r[2] == az]
             if not candidates:
-                raise field_error("az", "no cluster named %r on %s (azs: %s)" % (az, self.key,
-                                                                                zones))
+                raise field_error("az", "no cluster named %r on %s (azs: %s)"
+                                  % (az, self.key, zones))
         usable = [r for r in candidates if host_state(r[1]) == "connected"]
         if not usable:
             where = self.tree.nodes[compute._moId][1].get("name") if compute is not None \

@@ -56,3 +56,7 @@ def test_placement_compares_the_keys_given():
     vm = {"placement": {"cluster": "c1", "host": "h1", "folder": "/dc/vm"}}
     assert differences(vm, {"placement": {"cluster": "c1", "datastore": None}}) == {}
     assert differences(vm, {"placement": {"host": "h2"}}) == {"placement": {"host": "h2"}}
+    pooled = {"placement": {"folder": "/DC0/vm/team-a", "resource_pool": "/DC0/host/C0/Resources/RP1"}}
+    assert differences(pooled, {"placement": {"folder": "team-a", "resource_pool": "RP1"}}) == {}
+    assert differences(pooled, {"placement": {"folder": "a"}}) == {"placement": {"folder": "a"}}
+    assert differences(pooled, {"placement": {"folder": "/team-a"}}) != {}

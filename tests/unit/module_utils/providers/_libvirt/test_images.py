@@ -123,14 +123,14 @@ def test_bad_images_and_pools_are_refused_by_field_before_any_volume(provider, p
                                          "/it-img-off</path></target></pool>", 0)
     try:
         before = _names(pool)
+        disks = [{"size_gb": 1},
+                 {"base_image": "/no/such/image.qcow2"},
+                 {"base_image": base.path(), "size_gb": 1},
+                 {"size_gb": 1, "pool": "it-img-nopool"},
+                 {"base_image": "it-img-nopool/x.qcow2"},
+                 {"size_gb": 1, "pool": "it-img-off"}]
         found = _invalid(lambda: provider.create({"name": "it-img-bad", "vcpus": 1,
-                                                  "memory_mb": 64, "disks": [
-            {"size_gb": 1},
-            {"base_image": "/no/such/image.qcow2"},
-            {"base_image": base.path(), "size_gb": 1},
-            {"size_gb": 1, "pool": "it-img-nopool"},
-            {"base_image": "it-img-nopool/x.qcow2"},
-            {"size_gb": 1, "pool": "it-img-off"}]}))
+                                                  "memory_mb": 64, "disks": disks}))
         assert set(found) == {"disks[1].base_image", "disks[2].size_gb", "disks[3].pool",
                               "disks[4].base_image", "disks[5].pool"}
         assert "virsh pool-refresh" in found["disks[1].base_image"]

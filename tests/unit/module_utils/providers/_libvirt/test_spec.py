@@ -152,3 +152,13 @@ def test_volume_xml_is_a_volume_of_the_given_size_and_format():
     assert root.find("target/format").get("type") == "qcow2"
     assert root.findtext("target/compat") == "1.1"  # qcow2 v3: running backups need it
     assert ET.fromstring(dom.volume_xml("r", 1, "raw")).find("target/compat") is None
+
+
+@pytest.mark.parametrize("key, value, fix", [
+    ("placement", {"cluster": "C0"}, "disks[].pool"), ("template", "debian12", "disks[].base_image")])
+def test_vsphere_only_fields_are_not_supported_with_the_libvirt_fix(key, value, fix):
+    from ansible_collections.resilient.virt.plugins.module_utils.errors import NotSupported
+
+    with pytest.raises(NotSupported) as info:
+        dom.validate_spec({"name": "x", "vcpus": 1, "memory_mb": 64, key: value})
+    assert key in info.value.message and fix in info.value.message

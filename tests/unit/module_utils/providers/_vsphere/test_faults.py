@@ -31,6 +31,11 @@ vim, vmodl = pyVmomi.vim, pyVmomi.vmodl
     (vim.fault.HostConnectFault, Unavailable),
     (vmodl.fault.HostNotConnected, Unavailable),
     (vim.fault.Timedout, Timeout),
+    (vim.fault.UncustomizableGuest, InvalidSpec),
+    (vim.fault.NicSettingMismatch, InvalidSpec),
+    (vim.fault.CustomizationPending, Conflict),
+    (vim.fault.CpuIncompatible, InvalidSpec),
+    (vim.fault.MigrationFault, Conflict),
 ])
 def test_faults(fault, kind):
     exc = fault()
