@@ -165,6 +165,25 @@ options:
         from the template). A clone that fails is deleted again.
       - Used only to create the VM; an existing VM is not compared with it.
     type: str
+  customization:
+    description:
+      - Guest customization of a clone (vSphere, with O(template)) - a Linux host name and
+        domain, every NIC configured by DHCP; applied by the guest at its first start. vCenter
+        refuses it for a guest OS it cannot customize. Used only to create the VM.
+      - libvirt refuses it; give the guest its settings with O(cloud_init).
+    type: dict
+    suboptions:
+      hostname:
+        description: Host name of the guest (default - the VM's name, when it is a valid host name).
+        type: str
+      domain:
+        description: DNS domain of the guest.
+        type: str
+  guest_id:
+    description:
+      - vSphere guest OS identifier of a new VM (default V(otherGuest64)); a clone keeps its
+        template's. Used only to create the VM.
+    type: str
   libvirt:
     description:
       - What only a libvirt domain has, for a new VM (libvirt providers only; another provider
@@ -527,6 +546,9 @@ class VmModule(ResilientModule):
             datastore=dict(type="str"),
         )),
         template=dict(type="str"),
+        customization=dict(type="dict", options=dict(hostname=dict(type="str"),
+                                                     domain=dict(type="str"))),
+        guest_id=dict(type="str"),
         libvirt=dict(type="dict", options=dict(
             cpu_mode=dict(type="str", choices=["host-model", "host-passthrough", "maximum", "default"]),
             console=dict(type="bool"),

@@ -485,9 +485,11 @@ def test_vm_module_places_moves_and_clones(sim, oracle, folder, names, tmp_path)
         done["vm"]["placement"]["host"]
 
     cloned = run("clone", {"name": clone, "template": name, "memory_mb": 128,
-                           "placement": {"folder": folder[0]}})
+                           "placement": {"folder": folder[0]},
+                           "customization": {"hostname": "modclone-host"}})
     assert cloned["changed"] and cloned["actions"] == ["create"]
     ref = oracle.vm(clone)
+    assert ref.config.tools.pendingCustomization  # the guest applies it at its first start
     assert (ref.config.hardware.numCPU, ref.config.hardware.memoryMB) == (1, 128)
     assert oracle.placement(ref)["folder"] == folder[1] == cloned["vm"]["placement"]["folder"]
     again = run("clone-again", {"name": clone, "template": name, "memory_mb": 128})

@@ -206,13 +206,16 @@ def _drop_none(value):
 
 def validate_spec(spec):
     """Return the spec with defaults filled in, or raise InvalidSpec listing every bad field
-    (NotSupported for ``placement`` and ``template``, which libvirt has not)."""
+    (NotSupported for ``placement``, ``template``, ``customization`` and ``guest_id``, which are
+    vSphere's)."""
     from ansible_collections.resilient.virt.plugins.module_utils.errors import NotSupported
 
     spec = _drop_none(spec)
     for key, fix in (("placement", "a libvirt provider is one hypervisor, so choose the provider; "
                                    "a disk's storage pool is disks[].pool"),
-                     ("template", "make a disk from an image with disks[].base_image")):
+                     ("template", "make a disk from an image with disks[].base_image"),
+                     ("customization", "give the guest its settings with cloud_init"),
+                     ("guest_id", "the domain's guest OS is what it boots")):
         if isinstance(spec, dict) and key in spec:
             raise NotSupported("the libvirt provider has no %s: %s; remove %s" % (key, fix, key))
     check_spec(spec_schema(), spec, _MESSAGES, _semantic_errors(spec) if isinstance(spec, dict) else ())

@@ -699,7 +699,7 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         current = self._vm_dicts(session, found)[0]
         plan = differences(current, wanted)
         if not plan:
-            return current
+            return dict(current, changed=False)
         tagger = self._require_tags(session) if "tags" in plan else None
         hardware = [field for field in HARDWARE if field in plan]
         if hardware:

@@ -108,11 +108,12 @@ def spec_schema(cloning=False):
 
 
 def _unset(fields):
-    """``fields`` without the keys whose value is None, in it and in its placement."""
+    """``fields`` without the keys whose value is None, in it and in its placement and
+    customization (sub-options a task leaves out arrive as None)."""
     fields = dict((k, v) for k, v in fields.items() if v is not None)
-    if isinstance(fields.get("placement"), dict):
-        fields["placement"] = dict((k, v) for k, v in fields["placement"].items()
-                                   if v is not None)
+    for key in ("placement", "customization"):
+        if isinstance(fields.get(key), dict):
+            fields[key] = dict((k, v) for k, v in fields[key].items() if v is not None)
     return fields
 
 
