@@ -378,3 +378,43 @@ def test_what_cannot_be_backed_up_is_refused_with_the_fix(guarded, open_guarded,
     with pytest.raises(InvalidSpec, match="provider.backup_pool.*virsh pool-define-as"):
         prepare(provider=open_guarded(backup_pool=prefix + "-nopool"))
     assert volume_names(conn, "backups", prefix) == []  # prepare changes nothing
+
+
+def test_restores_of_a_vm_from_an_image_with_a_seed(guarded, conn, prefix):
+    """A VM whose disk is an overlay on a base image and which has a cloud-init seed: restored
+    onto itself, it keeps its seed and the record of where its disk came from; restored as a new
+    VM, it gets no seed (the source's, with the source's identity, deleted with it) and its disk
+    is recorded as a copy of the base image's data. Oracle: libvirt's own XML of the domains."""
+    rv = "{https://resilient.virt/xmlns/vm/1}"
+    base = conn.storagePoolLookupByName("default").createXML(
+        "<volume><name>%s-base.qcow2</name><capacity unit='MiB'>64</capacity><target>"
+        "<format type='qcow2'/><compat>1.1</compat></target></volume>" % prefix, 0).path()
+    vm = prefix + "-img"
+    guarded.create({"name": vm, "vcpus": 1, "memory_mb": 64, "disks": [{"base_image": base}],
+                    "cloud_init": {"user_data": {"hostname": "x"}}})
+
+    def records(name):
+        root = ET.fromstring(conn.lookupByName(name).XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE))
+        return root, dict((v.get("path"), dict(v.attrib)) for v in root.iter(rv + "volume"))
+
+    root, saved = records(vm)
+    seed = next(path for path, v in saved.items() if v.get("role"))
+    _handle, status = backup(guarded, prefix + "-b", vm)
+    assert status["state"] == "completed", status
+    artifact = status["artifact"]
+
+    restore(guarded, prefix + "-same", artifact, vm)
+    root, kept = records(vm)
+    cdroms = [d.find("source").get("file") for d in root.findall("devices/disk")
+              if d.get("device") == "cdrom"]
+    assert cdroms == [seed] and kept[seed]["role"] == saved[seed]["role"]
+    disk = [v for v in kept.values() if not v.get("role")]
+    assert [(v.get("base_image"), v.get("clone")) for v in disk] == [(base, "copy")]
+    described = guarded.describe(vm)
+    assert [d.get("base_image") for d in described["disks"]] == [base]  # the seed is no disk
+
+    restore(guarded, prefix + "-new", artifact, prefix + "-copy")
+    root, made = records(prefix + "-copy")
+    assert [d.get("device") for d in root.findall("devices/disk")] == ["disk"]
+    assert seed not in made and [(v.get("base_image"), v.get("clone")) for v in made.values()] \
+        == [(base, "copy")]

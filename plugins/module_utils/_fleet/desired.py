@@ -115,7 +115,8 @@ def _metadata(value, path, problems):
 
 _CHECKS = {"vcpus": _positive, "memory_mb": _positive, "disks": _dicts, "interfaces": _dicts,
            "boot": _strings, "tags": _strings, "metadata": _metadata, "autostart": _bool,
-           "placement": _dict, "template": _text, "guest_id": _text, "customization": _dict, "libvirt": _dict, "cloud_init": _dict}
+           "placement": _dict, "template": _text, "guest_id": _text, "customization": _dict,
+           "libvirt": _dict, "cloud_init": _dict}
 
 
 def _entry(index, entry, problems):
