@@ -5,9 +5,6 @@ The oracles are of the test's own: pyVmomi reads (simulator_session.Simulator: d
 attributes, guest information, tasks, the datastore browser) and raw REST reads of the tags
 (rest_session.Rest).
 """
-import importlib
-import os
-import shutil
 import time
 import uuid
 
@@ -20,16 +17,10 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.
 
 from playbook_runner import play, run_playbook
 from rest_session import Rest
+from own_simulator import BIN_DIR, vcsim
 from simulator_session import Simulator
 from soap_only import soap_only_simulator
 
-if shutil.which("go") is None:
-    pytest.fail("needs golang-go and golang-github-vmware-govmomi-dev to build the simulator "
-                "(run `make deps`)", pytrace=False)
-
-vcsim = importlib.import_module("vcsim")  # lab/ is on sys.path (conftest.py)
-BIN_DIR = os.path.join(os.environ.get("RESILIENT_VIRT_LAB_DIR") or vcsim.DEFAULT_RUN_DIR,
-                       "vcsim", "bin")
 DATASTORE = "LocalDS_0"
 TOOLS_VM, BARE_VM = "DC0_C0_RP0_VM0", "DC0_C0_RP0_VM1"  # the first VM of a cluster runs Tools
 

@@ -6,9 +6,6 @@ The oracle is a pyVmomi session of the test's own (simulator_session.Simulator):
 configuration file, each read through the parents of the objects), its hardware, custom
 attributes, the files of datastore folders and the simulator's tasks; tags by raw REST reads.
 """
-import importlib
-import os
-import shutil
 import time
 import uuid
 
@@ -23,15 +20,9 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
 
 from rest_session import Rest
+from own_simulator import BIN_DIR, vcsim
 from simulator_session import Simulator, _wait
 
-if shutil.which("go") is None:
-    pytest.fail("needs golang-go and golang-github-vmware-govmomi-dev to build the simulator "
-                "(run `make deps`)", pytrace=False)
-
-vcsim = importlib.import_module("vcsim")  # lab/ is on sys.path (conftest.py)
-BIN_DIR = os.path.join(os.environ.get("RESILIENT_VIRT_LAB_DIR") or vcsim.DEFAULT_RUN_DIR,
-                       "vcsim", "bin")
 
 
 @pytest.fixture(scope="module")

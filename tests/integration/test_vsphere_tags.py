@@ -4,9 +4,6 @@ The oracle is the REST API itself, read with requests and a session of the test'
 (rest_session.py), and pyVmomi for the VMs' moIds; the code under test is the provider's tag
 client (tagging.py).
 """
-import importlib
-import os
-import shutil
 import ssl
 import time
 
@@ -19,16 +16,10 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.
     VSphereProvider)
 
 from rest_session import CIS, Rest
+from own_simulator import BIN_DIR, vcsim
 from simulator_session import Simulator
 from soap_only import soap_only_simulator
 
-if shutil.which("go") is None:
-    pytest.fail("needs golang-go and golang-github-vmware-govmomi-dev to build the simulator "
-                "(run `make deps`)", pytrace=False)
-
-vcsim = importlib.import_module("vcsim")  # lab/ is on sys.path (conftest.py)
-BIN_DIR = os.path.join(os.environ.get("RESILIENT_VIRT_LAB_DIR") or vcsim.DEFAULT_RUN_DIR,
-                       "vcsim", "bin")
 VMS = ("DC0_C0_RP0_VM0", "DC0_C0_RP0_VM1", "DC0_C1_RP0_VM0")
 
 
