@@ -24,7 +24,6 @@ from own_simulator import BIN_DIR, vcsim
 from simulator_session import Simulator, _wait
 
 
-
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
     run_dir = str(tmp_path_factory.mktemp("vcsim"))
