@@ -3,9 +3,16 @@
 Times per call (median and p95 over many calls, after a warm-up):
 
 * ``Policy.call`` of a trivial function with circuit breaker and rate limiter (a rate so high
-  that it never waits), on the SQLite store and on a private redis-server;
+  that it never waits), on the SQLite store, on a private redis-server, through Redis Sentinel
+  (a primary, a replica and three Sentinels) and on a three-primary Redis Cluster;
 * a bare breaker (``before_call`` + ``on_success``) and a bare limiter (``acquire``);
 * one ``StateStore.update``, the unit the above are made of.
+
+Failover through Sentinel (``--failover-rounds``): a loop of guarded calls (``Policy.call``,
+which fails while the store is away; a failed call opens the store again, as the next task
+would) while the primary is SIGKILLed; the time from the kill to the first call that
+succeeds on the new primary, and the calls that failed meanwhile. The Sentinels declare a
+primary down after 1 s without an answer (``down-after-milliseconds 1000``).
 
 Import time of the resilience core alone: in fresh interpreters, what importing its modules adds
 after ``ansible.module_utils.basic`` (median of ``--runs``), every module compiled from source
@@ -14,7 +21,7 @@ module's code path, shown to follow the core's own weight; what a task pays for 
 path (this collection and the libraries it loads) is measured, with its target, by
 ``bench_tasks.py`` on the real module processes.
 
-    python3 bench/bench_core.py [--calls N] [--runs N] [--json PATH]
+    python3 bench/bench_core.py [--calls N] [--runs N] [--failover-rounds N] [--json PATH]
 
 Prints a markdown table with targets and pass/fail; exits 1 when a target is missed.
 """
@@ -29,7 +36,7 @@ import sys
 import tempfile
 import time
 
-from checkout import COLLECTIONS, use_checkout
+from checkout import COLLECTIONS, ROOT, use_checkout
 REDIS_SERVER = "/usr/bin/redis-server"
 CORE = ("errors", "_resilience.settings", "_state.store", "_resilience.breaker",
         "_resilience.rate_limit", "_resilience.retry", "_resilience.deadline", "_resilience.policy",
@@ -38,6 +45,7 @@ TARGET_CALL_MS = 0.5
 
 
 use_checkout()
+sys.path.insert(0, os.path.join(ROOT, "tests"))  # the tests' Sentinel and Cluster setups
 
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (  # noqa: E402
     CircuitBreaker)
@@ -121,6 +129,40 @@ class _Redis:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def measure_failover(rounds):
+    """Per round: seconds from SIGKILL of the Sentinel primary to the first guarded call that
+    succeeds, and the calls that failed meanwhile (see the module docstring)."""
+    from ansible_collections.resilient.virt.plugins.module_utils.errors import VirtError
+    from redis_topologies import SentinelSetup
+
+    settings = resolve_settings({"rate_limit_qps": 1e6, "rate_limit_burst": 1000000}, environ={})
+    setup = SentinelSetup()
+    results = []
+    try:
+        url = setup.url()
+        for _dummy in range(rounds):
+            policy = Policy(open_store(url), "bench:failover", settings)
+            for _dummy_call in range(50):
+                policy.call(lambda: 1)
+            killed_port = setup.kill_primary()
+            killed = time.monotonic()
+            failed = 0
+            while True:
+                try:
+                    Policy(open_store(url), "bench:failover", settings).call(lambda: 1)
+                    break
+                except VirtError:
+                    failed += 1
+                    time.sleep(0.01)
+            results.append({"seconds": time.monotonic() - killed, "failed_calls": failed})
+            setup.wait_failover(killed_port)
+            setup.restart(killed_port)
+            time.sleep(1.0)  # the old primary, now a replica, is seen by the Sentinels again
+    finally:
+        setup.stop()
+    return results
+
+
 _IMPORT_PROBE = """
 import sys, time
 sys.path.insert(0, %r)
@@ -154,17 +196,25 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--calls", type=int, default=3000, help="timed calls per case")
     parser.add_argument("--runs", type=int, default=15, help="fresh interpreters for imports")
+    parser.add_argument("--failover-rounds", type=int, default=3,
+                        help="Sentinel failovers timed (0: none)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args()
 
     rows = []
     workdir = tempfile.mkdtemp(prefix="bench-core-")
     redis = None
+    setups = []
+    failover = []
     try:
         stores = [("SQLite", "sqlite://" + os.path.join(workdir, "state.db"))]
         if os.access(REDIS_SERVER, os.X_OK):
+            from redis_topologies import ClusterSetup, SentinelSetup
+
             redis = _Redis()
-            stores.append(("Redis", redis.url))
+            setups = [SentinelSetup(), ClusterSetup()]
+            stores += [("Redis", redis.url), ("Redis Sentinel", setups[0].url()),
+                       ("Redis Cluster", setups[1].url())]
         else:
             rows.append({"case": "Redis store", "note": "redis-server not installed: skipped"})
         for label, url in stores:
@@ -178,10 +228,25 @@ def main():
                                  "p95_ms": p95, "target_ms": target})
             finally:
                 store.close()
+        for setup in setups:
+            setup.stop()
+        setups = []
+        if redis is not None and args.failover_rounds:
+            failover = measure_failover(args.failover_rounds)
     finally:
         if redis is not None:
             redis.stop()
+        for setup in setups:
+            setup.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+    if failover:
+        seconds = [r["seconds"] for r in failover]
+        rows.append({"case": "guarded calls lost to a Sentinel failover: SIGKILL of the primary to "
+                             "the first successful call (%d rounds: %s s; %s failed calls)" % (
+                                 len(failover), ", ".join("%.2f" % x for x in seconds),
+                                 ", ".join(str(r["failed_calls"]) for r in failover)),
+                     "median_ms": _percentiles(seconds)[0] * 1000.0,
+                     "p95_ms": _percentiles(seconds)[1] * 1000.0, "target_ms": None})
 
     (basic, basic_p95), (core, core_p95) = measure_import(args.runs)
     rows.append({"case": "import ansible.module_utils.basic (reference)", "median_ms": basic,
@@ -207,7 +272,7 @@ def main():
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"rows": rows, "calls": args.calls, "import_runs": args.runs,
-                       "core_modules": list(CORE)}, handle, indent=2)
+                       "core_modules": list(CORE), "failover": failover}, handle, indent=2)
     return 1 if failed else 0
 
 

@@ -2,7 +2,8 @@
 
 Runs, one after the other, each in its own process:
 
-* ``bench_core.py``: guarded call on SQLite and Redis, import time of the core;
+* ``bench_core.py``: guarded call on SQLite, Redis, Redis through Sentinel and a Redis Cluster,
+  the calls a Sentinel failover costs, import time of the core;
 * ``bench_failover.py``: failover plans against the lower bound, today's planner and a greedy;
 * ``bench_vsphere.py``: vsphere provider against plain pyVmomi on the simulator it starts;
 * ``bench_tasks.py``: real Ansible tasks against the lab (``--lab-dir``), in-process (the

@@ -9,7 +9,13 @@ The simulator serves the vSphere SOAP API (``/sdk``) and the vSphere Automation 
 tagging (``/rest``) over plain HTTP on 127.0.0.1 only, so the provider
 settings use ``protocol: http``; TLS settings such as ``validate_certs`` do not apply to it.
 ``start(..., tls=True)`` serves HTTPS instead, with a self-signed certificate, for clients that
-only speak HTTPS (the benchmarks' peers).
+only speak HTTPS (the benchmarks' peers); the settings then say ``validate_certs: false``.
+``start(..., tls="ca")`` serves HTTPS with a server certificate signed by a lab CA, as a vCenter
+behind a private CA: the settings keep ``validate_certs`` on and name the CA in ``ca_path``.
+The CA (``tls/ca.pem``; its key ``tls/ca.key``, mode 0600) is made with the ``openssl`` command
+once per run directory (again only when it expires within a day), so ``ca_path`` stays valid
+across restarts; the server certificate is made at each start for ``tls_names`` (default
+127.0.0.1 and localhost).
 
 Functions for the lab: ``start(run_dir) -> provider dict``, ``stop(run_dir)``,
 ``status(run_dir)``, and ``pause``/``resume`` (SIGSTOP/SIGCONT: a provider that hangs).
@@ -20,6 +26,7 @@ import argparse
 import contextlib
 import fcntl
 import hashlib
+import ipaddress
 import json
 import os
 import secrets
@@ -36,6 +43,8 @@ SOURCE_DIR = os.path.join(HERE, "vcsim")
 DEFAULT_RUN_DIR = os.path.join(HERE, "run")
 GOCODE = "/usr/share/gocode"
 HOST = "127.0.0.1"
+TLS_NAMES = ("127.0.0.1", "localhost")
+CERT_DAYS = 30
 USERNAME = "lab"
 NAME = "vcsim"
 # Keyword arguments of start() -> flags of the simulator.
@@ -59,6 +68,8 @@ def _paths(run_dir, bin_dir=None):
         "url": os.path.join(base, "url"),
         "password": os.path.join(base, "password"),
         "lock": os.path.join(base, "lock"),
+        "tls": os.path.join(base, "tls"),
+        "trust": os.path.join(base, "trust"),
     }
 
 
@@ -177,7 +188,7 @@ def _answers(url, timeout=2.0):
     """True when the SOAP endpoint answers HTTP (any status but 5xx) at ``url``."""
     import ssl
 
-    unverified = ssl._create_unverified_context()  # the simulator's own self-signed certificate
+    unverified = ssl._create_unverified_context()  # self-signed, or of the lab CA: only a probe
     direct = urllib.request.build_opener(urllib.request.ProxyHandler({}),  # never via a proxy
                                          urllib.request.HTTPSHandler(context=unverified))
     try:
@@ -189,11 +200,65 @@ def _answers(url, timeout=2.0):
         return False
 
 
+def _openssl(args):
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise RuntimeError("the openssl command is missing: apt-get install openssl")
+    proc = subprocess.run([openssl] + args, check=False, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError("openssl %s failed:\n%s" % (args[0], proc.stdout))
+
+
+def _valid_a_day(cert):
+    """True when the certificate file ``cert`` exists and is valid for a day more."""
+    return os.path.exists(cert) and subprocess.run(
+        [shutil.which("openssl") or "openssl", "x509", "-noout", "-checkend", "86400", "-in", cert],
+        check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+
+
+def _is_address(name):
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _new_key_args(key_file):
+    return ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key_file,
+            "-days", str(CERT_DAYS)]
+
+
+def _certificates(paths, names):
+    """Make the lab CA (once) and a server certificate it signs for ``names`` (IP addresses
+    or DNS names); return (CA file, certificate file, key file)."""
+    os.makedirs(paths["tls"], mode=0o700, exist_ok=True)
+    ca, ca_key = os.path.join(paths["tls"], "ca.pem"), os.path.join(paths["tls"], "ca.key")
+    cert, key = os.path.join(paths["tls"], "server.pem"), os.path.join(paths["tls"], "server.key")
+    if not (os.path.exists(ca_key) and _valid_a_day(ca)):
+        _openssl(["req", "-x509", "-subj", "/CN=resilient.virt lab CA"] + _new_key_args(ca_key + ".new")
+                 + ["-addext", "basicConstraints=critical,CA:TRUE",
+                    "-addext", "keyUsage=critical,keyCertSign,cRLSign", "-out", ca + ".new"])
+        os.replace(ca_key + ".new", ca_key)
+        os.replace(ca + ".new", ca)
+    alt = ",".join(("IP:%s" if _is_address(name) else "DNS:%s") % name for name in names)
+    _openssl(["req", "-x509", "-subj", "/CN=%s" % names[0], "-CA", ca, "-CAkey", ca_key]
+             + _new_key_args(key) + ["-addext", "subjectAltName=" + alt,
+                                     "-addext", "basicConstraints=critical,CA:FALSE",
+                                     "-addext", "keyUsage=critical,digitalSignature",
+                                     "-addext", "extendedKeyUsage=serverAuth", "-out", cert])
+    return ca, cert, key
+
+
 def _settings(paths, url):
     settings = {"type": "vsphere", "name": NAME, "host": HOST, "port": _port(url),
                 "protocol": url.split("://", 1)[0], "username": USERNAME,
                 "password": _password(paths)}
-    if settings["protocol"] == "https":  # -tls: a self-signed certificate
+    trust = _read(paths["trust"])
+    if settings["protocol"] == "https" and trust:  # tls="ca": verified with the lab CA
+        settings["ca_path"] = trust
+    elif settings["protocol"] == "https":  # tls=True: a self-signed certificate
         settings["validate_certs"] = False
     return settings
 
@@ -237,10 +302,18 @@ def start(run_dir=None, port=None, timeout=60.0, bin_dir=None, **model):
     port when it is free (so provider settings survive a restart), else any free port.
     ``bin_dir`` shares one cached binary between run directories (see :func:`build`).
     ``model`` may set datacenters, clusters, hosts_per_cluster, vms, datastores, delay_ms,
-    method_delay (``"ReconfigVM_Task=3000"``: SOAP methods slowed by milliseconds) and tls
-    (HTTPS with a self-signed certificate; the settings then say ``validate_certs: false``).
+    method_delay (``"ReconfigVM_Task=3000"``: SOAP methods slowed by milliseconds) and tls:
+    True is HTTPS with a self-signed certificate (the settings then say ``validate_certs:
+    false``), ``"ca"`` HTTPS with a certificate of the lab CA for ``tls_names`` (the settings
+    then name the CA in ``ca_path``).
     """
     paths = _paths(run_dir, bin_dir)
+    tls_names = tuple(model.pop("tls_names", None) or TLS_NAMES)
+    if model.get("tls") not in (None, False, True, "ca"):
+        raise ValueError("tls must be False, True (self-signed) or \"ca\" (lab CA), not %r"
+                         % (model["tls"],))
+    if tls_names != TLS_NAMES and model.get("tls") != "ca":
+        raise ValueError("tls_names needs tls=\"ca\" (the names of the lab CA's certificate)")
     unknown = sorted(set(model) - set(MODEL_FLAGS))
     if unknown:
         raise TypeError("unknown simulator option(s) %s; known: %s"
@@ -252,6 +325,13 @@ def start(run_dir=None, port=None, timeout=60.0, bin_dir=None, **model):
             return _settings(paths, url)
         build(run_dir, bin_dir)
         flags = []
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(paths["trust"])
+        if model.get("tls") == "ca":
+            ca, cert, key = _certificates(paths, tls_names)
+            flags += ["-tls-cert", cert, "-tls-key", key]
+            _write_private(paths["trust"], ca + "\n")
+            del model["tls"]
         for key, value in sorted(model.items()):
             if isinstance(value, bool):
                 flags.append("%s=%s" % (MODEL_FLAGS[key], "true" if value else "false"))

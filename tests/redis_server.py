@@ -22,9 +22,9 @@ def _free_port():
 class RedisServer:
     """A redis-server on 127.0.0.1 with no persistence, in its own temporary directory."""
 
-    def __init__(self, tls_files=None, password=REDIS_PASSWORD):
+    def __init__(self, tls_files=None, password=REDIS_PASSWORD, extra_args=(), port=None):
         self.dir = tempfile.mkdtemp(prefix="redis-test-")
-        self.port = _free_port()
+        self.port = port or _free_port()
         self.password = password
         self.tls_files = tls_files
         args = [REDIS_SERVER, "--bind", "127.0.0.1", "--port", str(self.port),
@@ -35,7 +35,7 @@ class RedisServer:
             args += ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", tls_files[0],
                      "--tls-key-file", tls_files[1], "--tls-ca-cert-file", tls_files[2],
                      "--tls-auth-clients", "no"]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(args + list(extra_args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self._wait_ready()
 
     def _wait_ready(self):
@@ -98,6 +98,22 @@ class RedisServer:
                 self.proc.kill()
                 self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def make_tls_files(directory):
+    """(certificate, key, CA) for 127.0.0.1 signed by a private CA, written to ``directory``."""
+    def openssl(*args):
+        subprocess.run(("openssl",) + args, cwd=directory, check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
+            "ca.pem", "-days", "2", "-subj", "/CN=test-ca")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "srv.key", "-out", "srv.csr",
+            "-subj", "/CN=127.0.0.1")
+    with open(os.path.join(directory, "ext"), "w") as handle:
+        handle.write("subjectAltName=IP:127.0.0.1\n")
+    openssl("x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", "srv.pem", "-days", "2", "-extfile", "ext")
+    return tuple(os.path.join(str(directory), name) for name in ("srv.pem", "srv.key", "ca.pem"))
 
 
 def require_redis_server():

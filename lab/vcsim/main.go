@@ -9,7 +9,9 @@
 // It serves plain HTTP (the SOAP API at /sdk, and the vSphere Automation REST API with tagging
 // at /rest, as vCenter does; -rest=false leaves it out, as on an ESXi host), or HTTPS with a
 // self-signed certificate with -tls (a P-256 key made at start, for 127.0.0.1, ::1 and
-// localhost: trusting it lets clients verify the server), on a loopback address only. The
+// localhost: trusting it lets clients verify the server), or HTTPS with the certificate and key
+// of the PEM files -tls-cert and -tls-key (e.g. one signed by a lab CA), on a loopback address
+// only. The
 // password is read from the VCSIM_PASSWORD environment variable (kept out of the process list)
 // unless -password is given; both APIs accept only that user name and password (govmomi's REST
 // simulator alone would accept any non-empty ones: see checkRESTLogin). The first line on
@@ -78,6 +80,8 @@ type options struct {
 	jitter     float64
 	slow       string
 	tls        bool
+	tlsCert    string
+	tlsKey     string
 	rest       bool
 }
 
@@ -101,6 +105,8 @@ func parseFlags() options {
 	flag.Float64Var(&o.jitter, "jitter", 0, "delay jitter as a coefficient of variation")
 	flag.StringVar(&o.slow, "method-delay", "", "delay these SOAP methods by milliseconds, as Method=ms,... (e.g. ReconfigVM_Task=3000): a vCenter slow at one thing")
 	flag.BoolVar(&o.tls, "tls", false, "serve HTTPS with a self-signed certificate (for clients that only speak HTTPS)")
+	flag.StringVar(&o.tlsCert, "tls-cert", "", "serve HTTPS with the certificate (chain) of this PEM file; needs -tls-key")
+	flag.StringVar(&o.tlsKey, "tls-key", "", "the private key (PEM) of -tls-cert")
 	flag.BoolVar(&o.rest, "rest", true, "serve the vSphere Automation REST API (tags) at /rest, as vCenter does; false: SOAP only, as an ESXi host")
 	flag.Parse()
 	if o.password == "" {
@@ -570,7 +576,16 @@ func run(o options) error {
 			checkRESTLogin(s, o.username, o.password)
 		})
 	}
-	if o.tls {
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return fmt.Errorf("-tls-cert and -tls-key go together")
+	}
+	if o.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+		if err != nil {
+			return fmt.Errorf("load -tls-cert/-tls-key: %v", err)
+		}
+		m.Service.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	} else if o.tls {
 		cert, err := selfSigned()
 		if err != nil {
 			return fmt.Errorf("make a certificate: %v", err)

@@ -14,8 +14,18 @@ options:
       - "libvirt: C(uri) (for example C(qemu:///system), C(qemu+ssh://root@kvm1/system),
         C(qemu+unix:///system?socket=/path/libvirt-sock)), C(name), C(az), C(traits),
         C(storage_pool), C(domain_type) (C(kvm) or C(qemu); unset, kvm where the hypervisor offers
-        it, else qemu with a warning)."
+        it, else qemu with a warning), and for SSH URIs C(ssh_key_file) (a private key file),
+        C(ssh_known_hosts) (a known-hosts file that must list the host's key; a C(qemu+ssh://) URI
+        is then opened with libvirt's libssh transport, which honours it) and
+        C(ssh_verify_host_key) (default true; false accepts any host key, with a warning)."
+      - "libvirt's SSH settings come from E(RESILIENT_VIRT_LIBVIRT_SSH_KEY_FILE),
+        E(RESILIENT_VIRT_LIBVIRT_KNOWN_HOSTS) and E(RESILIENT_VIRT_LIBVIRT_SSH_VERIFY_HOST_KEY)
+        when the dict leaves them unset (the collection's AWX credential type injects the first
+        two as files of the job; such variables are ignored for a URI that is not SSH). See
+        docs/execution-environment.md."
       - "vsphere: C(host), C(port), C(username), C(password), C(validate_certs) (default true),
+        C(ca_path) (CA certificates to verify the server with instead of the system's: a PEM file,
+        or a directory of them named by subject hash; for a vCenter behind a private CA),
         C(datacenter)."
       - Keys whose name contains C(pass), C(pwd), C(secret), C(token), C(api_key),
         C(private_key) or C(credential), and passwords inside URLs (C(qemu+ssh://user:PASSWORD@host/system)),
@@ -23,6 +33,16 @@ options:
         Ansible rejects the arguments), and never written to the state store. Values shorter than
         4 characters are not masked (Ansible masks by substring).
       - When omitted and O(providers) holds exactly one entry, that entry is used.
+      - "Settings a provider dict leaves unset come from the task's environment, as AWX
+        credentials inject them: vsphere C(host) from E(VMWARE_HOST), C(username) from
+        E(VMWARE_USER), C(password) from E(VMWARE_PASSWORD), C(port) from E(VMWARE_PORT),
+        C(validate_certs) from E(VMWARE_VALIDATE_CERTS), C(ca_path) from E(VMWARE_CA_PATH); libvirt C(uri) from
+        E(LIBVIRT_DEFAULT_URI). A value given in the dict wins; an empty variable counts as unset.
+        Errors about such a value name the variable; secret ones are masked like option values."
+      - When neither O(provider) nor O(providers) is given and the environment names exactly one
+        provider (E(VMWARE_HOST) set - vsphere; E(LIBVIRT_DEFAULT_URI) set - libvirt), that
+        provider is used, its settings all from the environment; with both set the task fails,
+        naming O(provider). See the AWX guide (docs/awx.md).
     type: raw
   providers:
     description:

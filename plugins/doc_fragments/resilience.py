@@ -13,9 +13,32 @@ options:
       - C(sqlite:///path/to/state.db) for one machine (the file is created with mode 0600),
         C(redis://[:password@]host:6379/0) or C(rediss://...) (TLS, certificate verified) for
         several machines.
+      - C(redis+sentinel://[[user]:password@]host:26379[,host:26379...]/service[/db]) for a primary
+        watched by Redis Sentinels (the hosts) under the master name C(service); the Sentinels'
+        credentials go in C(?sentinel_username=...&sentinel_password=...). After a failover the
+        next task finds the new primary.
+      - C(redis+cluster://[[user]:password@]host:6379[,host:6379...]) for a Redis Cluster (any of
+        its nodes).
+      - C(rediss+sentinel://...) and C(rediss+cluster://...) use TLS with certificates and host
+        names verified; add C(?ssl_ca_certs=/path/ca.pem) for a private CA.
+      - Passwords in the URL never appear in results, logs or errors.
       - Defaults to the environment variable E(RESILIENT_VIRT_STATE_STORE), else
         C(sqlite:///~/.ansible/resilient_virt/state.db).
     type: str
+  store_failure:
+    description:
+      - What the task does when the state store is unreachable (refuses connections, does not
+        answer within O(resilience.store_timeout), stays locked or is damaged).
+      - V(open) runs the task on, with the circuit breakers and rate limits of its providers kept
+        in the task's own memory (unseen by other tasks and controllers), and a warning that names
+        the store; the task publishes no C(resilient_virt_breakers) fact then.
+      - V(closed) fails the task at once with C(Unavailable) naming the store.
+      - Either way no store operation waits longer than O(resilience.store_timeout), and records
+        that live in the store (failover reservations, backup records, fleet status, breakers set
+        with M(resilient.virt.circuit_breaker)) still need it.
+      - Defaults to the environment variable E(RESILIENT_VIRT_STORE_FAILURE), else V(open).
+    type: str
+    choices: [open, closed]
   resilience:
     description:
       - Retry, circuit breaker, rate limit and timeout settings for every provider call of the task.

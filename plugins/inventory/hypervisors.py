@@ -58,8 +58,15 @@ options:
         C("{{ lookup('ansible.builtin.env', 'VCENTER_PASSWORD') }}") (an AWX credential then
         injects the variable), or as vault-encrypted values. They are never shown in a warning,
         an error or a host variable.
+      - Settings an entry leaves unset come from the environment, as for the modules (AWX's
+        VMware vCenter credential injects them) - vsphere C(host), C(username), C(password),
+        C(port), C(validate_certs) from E(VMWARE_HOST), E(VMWARE_USER), E(VMWARE_PASSWORD),
+        E(VMWARE_PORT), E(VMWARE_VALIDATE_CERTS); libvirt C(uri) from E(LIBVIRT_DEFAULT_URI).
+      - When omitted, the one provider the environment names (E(VMWARE_HOST) set - a vsphere
+        provider named C(vsphere); E(LIBVIRT_DEFAULT_URI) set - a libvirt provider named
+        C(libvirt)), its settings all from the environment; with both set, or neither, the source
+        fails and says so.
     type: dict
-    required: true
   state_store:
     description:
       - Where the circuit breakers and rate limits live, as for the modules (C(sqlite:///path)
@@ -68,6 +75,17 @@ options:
     type: str
     env:
       - name: RESILIENT_VIRT_STATE_STORE
+  store_failure:
+    description:
+      - What the inventory does when the state store is unreachable, as for the modules
+        (O(resilient.virt.vm#module:store_failure)).
+      - V(open) lists the providers anyway, with circuit breakers and rate limits kept in memory for
+        this run, and warns; V(closed) reports every provider as failed with C(Unavailable).
+    type: str
+    choices: [open, closed]
+    default: open
+    env:
+      - name: RESILIENT_VIRT_STORE_FAILURE
   resilience:
     description:
       - Resilience settings for every provider (retries, breaker, rate limit, time limits of each
@@ -194,8 +212,13 @@ from ansible.errors import AnsibleParserError
 from ansible.inventory.group import to_safe_group_name
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 
+import os
+
 from ansible_collections.resilient.virt.plugins.module_utils.errors import VirtError
-from ansible_collections.resilient.virt.plugins.module_utils._masking import scrub, secret_values
+from ansible_collections.resilient.virt.plugins.module_utils._masking import (
+    environment_secrets, scrub, secret_values)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._environment import (
+    environment_catalog)
 
 CACHE_VERSION = 1
 
@@ -214,8 +237,10 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             providers = self.templar.template(self.get_option("providers"))
         except Exception as exc:  # noqa: BLE001 - a template of the user's: say which option
             raise AnsibleParserError("providers: a template could not be rendered: %s" % exc) from None
-        self._secrets = secret_values(providers)
+        self._secrets = secret_values(providers) + environment_secrets(os.environ)
         try:
+            if providers is None:  # AWX credentials inject the settings
+                providers = environment_catalog(os.environ)
             self._populate(path, providers, cache)
         except VirtError as err:
             raise AnsibleParserError("%s: %s" % (err.type, self._scrub(err.message))) from None
@@ -252,6 +277,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             check_vm_filters, failed_answers, scan)
         from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import (
             resolve_settings)
+        from ansible_collections.resilient.virt.plugins.module_utils._state.fallback import policy_store
         from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
         timeout = parse_duration(self.get_option("timeout"), "timeout")
@@ -264,20 +290,26 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         vm_filters = self.get_option("vm_filters") or {}
         check_vm_filters(vm_filters)
         resilience = dict(self.get_option("resilience") or {})
-        settings = resolve_settings(resilience, state_store=self.get_option("state_store"))
+        stores = dict(state_store=self.get_option("state_store"),
+                      store_failure=self.get_option("store_failure"))
+        settings = resolve_settings(resilience, **stores)
         if settings.deadline is None or settings.deadline > timeout:
-            settings = resolve_settings(dict(resilience, deadline=timeout),
-                                        state_store=self.get_option("state_store"))
+            settings = resolve_settings(dict(resilience, deadline=timeout), **stores)
+        fell_back = []
         try:
-            store = open_store(settings.state_store, timeout=settings.store_timeout)
+            store = policy_store(lambda: open_store(settings.state_store, timeout=settings.store_timeout),
+                                 settings, fell_back.append)
         except VirtError as err:
             if err.type == "InvalidSpec":
                 raise
             return failed_answers(providers, err)
-        return scan(providers, lambda name: settings, store,
-                    include_vms=self.get_option("include_vms"), vm_filters=vm_filters,
-                    concurrency=concurrency, timeout=timeout,
-                    details=self.get_option("vm_details"))
+        answers = scan(providers, lambda name: settings, store,
+                       include_vms=self.get_option("include_vms"), vm_filters=vm_filters,
+                       concurrency=concurrency, timeout=timeout,
+                       details=self.get_option("vm_details"))
+        for warning in fell_back:
+            self.display.warning(self._scrub(warning))
+        return answers
 
     def _scrub(self, text):
         return scrub(text, self._secrets)

@@ -11,13 +11,15 @@ import importlib
 import sys
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import MissingLibrary, _chain
+from ansible_collections.resilient.virt.plugins.module_utils.providers._environment import environment_types
 
 __all__ = ("CORE", "BACKENDS", "STORES", "OPTIONS", "PACKAGES", "provider_types", "needed",
            "importable", "missing", "missing_error", "explain")
 
 CORE = ("pluggy", "tenacity", "jsonschema")
 BACKENDS = {"libvirt": ("libvirt",), "vsphere": ("pyVmomi", "requests")}  # type -> libraries
-STORES = {"redis": ("redis",), "rediss": ("redis",)}  # state store URL scheme -> libraries
+STORES = dict((scheme, ("redis",)) for scheme in (  # state store URL scheme -> libraries
+    "redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster"))
 OPTIONS = {"cloud_init": ("pycdlib", "yaml")}  # task option, when given -> libraries
 # import name -> (pip package, what needs it)
 PACKAGES = {
@@ -29,7 +31,7 @@ PACKAGES = {
                 "pkg-config and a C compiler first)"),
     "pyVmomi": ("pyvmomi", "for vSphere providers"),
     "requests": ("requests", "for vSphere tags (the vSphere Automation REST API)"),
-    "redis": ("redis", "for a redis:// state store"),
+    "redis": ("redis", "for a Redis state store (redis://, redis+sentinel://, redis+cluster://)"),
     "pycdlib": ("pycdlib", "to write cloud-init seed images (cloud_init)"),
     "yaml": ("PyYAML", "to write cloud-init data (cloud_init)"),
 }
@@ -53,7 +55,10 @@ def provider_types(args):
 def needed(args, environ):
     """The libraries (import names) a task with ``args`` in ``environ`` needs."""
     names = set(CORE)
-    for kind in provider_types(args):
+    kinds = provider_types(args)
+    if args.get("provider") is None and not args.get("providers"):  # a provider from the environment
+        kinds.update(environment_types(environ))
+    for kind in kinds:
         names.update(BACKENDS.get(kind, ()))
     store = args.get("state_store") or environ.get("RESILIENT_VIRT_STATE_STORE") or ""
     names.update(STORES.get(str(store).split("://", 1)[0].lower(), ()))

@@ -7,24 +7,31 @@ contains ``pass``, ``pwd``, ``secret``, ``token``, ``api_key``, ``apikey``, ``pr
 ``credential``, ``user_data`` (cloud-init user data carries passwords and keys), or a fragment
 of a misspelt ``password``), or when it is the password part of
 a URL (``scheme://user:PASSWORD@host``, ``user:PASSWORD@host``, or a ``password=``/``token=``
-query parameter).
+query parameter, also with a prefix such as ``sentinel_password=``).
 Names decide, not the provider type, so secrets are found in a module's raw arguments before
 anything else is loaded or validated. Values shorter than :data:`MIN_LENGTH` characters are not
 treated as secrets: Ansible masks a secret wherever it appears as a substring, so a one-letter
 "password" would garble every word of a result (error types included) while protecting nothing.
 Backends must name their secret options accordingly
 (``providers.contract.Provider`` refuses a secret option with any other name).
+An environment variable holds a secret when its name ends with one of :data:`SECRET_VARIABLE_ENDINGS`
+(:func:`is_secret_variable`: ``VMWARE_PASSWORD``, what AWX credentials inject; not ``PWD`` or
+``ANSIBLE_BECOME_ASK_PASS``); :func:`environment_secrets` finds their values, and the passwords
+inside URLs of any variable, in a task's environment.
 """
 import re
 
-__all__ = ("MASK", "MIN_LENGTH", "is_secret_key", "secret_values", "url_passwords", "redact", "scrub")
+__all__ = ("MASK", "MIN_LENGTH", "SECRET_VARIABLE_ENDINGS", "is_secret_key", "is_secret_variable", "secret_values",
+           "environment_secrets", "url_passwords", "redact", "scrub")
 
 MASK = "********"
 MIN_LENGTH = 4
 _MARKERS = ("pass", "pasw", "pwd", "pword", "sword", "secret", "token", "api_key", "apikey",
             "private_key", "privatekey", "credential", "user_data")
+SECRET_VARIABLE_ENDINGS = ("PASSWORD", "PASSWD", "PASSPHRASE", "TOKEN", "SECRET", "API_KEY", "APIKEY",
+                           "PRIVATE_KEY", "CREDENTIAL", "CREDENTIALS")
 _URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<info>[^/@\s]*)@")
-_SECRET_PARAM = re.compile(r"(?i)\b(password|passwd|pass|pwd|token|secret|api_key)=([^&\s'\"]+)")
+_SECRET_PARAM = re.compile(r"(?i)\b((?:[a-z0-9]+_)*(?:pass\w*|pasw\w*|pwd|token|secret|api_key))=([^&\s'\"]+)")
 _BARE_USERINFO = re.compile(r"^[^@/\s:]+:(?P<password>(?!/)[^@\s]+)@\S+$")  # user:password@host
 
 
@@ -32,6 +39,19 @@ def is_secret_key(name):
     """True when a setting called ``name`` holds a secret (see the module docstring)."""
     key = str(name).lower()
     return any(marker in key for marker in _MARKERS)
+
+
+def is_secret_variable(name):
+    """True when the environment variable ``name`` holds a secret (see the module docstring)."""
+    return str(name).upper().endswith(SECRET_VARIABLE_ENDINGS)
+
+
+def environment_secrets(environ):
+    """The secrets of the environment ``environ`` (a mapping): the values of its secret variables
+    and the passwords inside URLs of any variable, as :func:`secret_values` gives them."""
+    found = set(secret_values([value for name, value in environ.items() if is_secret_variable(name)], True))
+    found.update(secret_values([value for value in environ.values() if "@" in value or "=" in value]))
+    return sorted(found, key=lambda text: (-len(text), text))
 
 
 def url_passwords(text):

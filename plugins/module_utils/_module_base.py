@@ -11,6 +11,8 @@ Secrets are registered for masking as soon as the arguments are read, before Ans
 them, so that no failure (a wrong option, a bad provider, an unreachable store) can print them:
 every value under a secret-named key (``masking.is_secret_key``) and every password inside a
 URL, in any argument, ``provider``/``providers`` catalogs from ``module_defaults`` included.
+So are the secrets of the task's environment (``masking.environment_secrets``: VMWARE_PASSWORD
+and the like, which the providers' options read when a provider dict leaves them unset).
 Ansible masks the values of ``no_log`` options (``cloud_init.user_data``) itself; like ours,
 those shorter than ``MIN_LENGTH`` are left alone.
 A failure of Ansible's own argument validation carries ``error.type`` InvalidSpec like ours.
@@ -23,7 +25,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, VirtError, classify, field_error)
-from ansible_collections.resilient.virt.plugins.module_utils._masking import MIN_LENGTH, secret_values
+from ansible_collections.resilient.virt.plugins.module_utils._masking import (
+    MIN_LENGTH, environment_secrets, secret_values)
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import (
     option_spec, resolve_settings)
 
@@ -31,6 +34,7 @@ RESILIENCE_OPTIONS = option_spec()
 
 COMMON_OPTIONS = dict(
     state_store=dict(type="str"),
+    store_failure=dict(type="str", choices=["open", "closed"]),
     resilience=dict(type="dict", options=RESILIENCE_OPTIONS),
     provider=dict(type="raw"),
     providers=dict(type="dict"),
@@ -76,6 +80,7 @@ class _AnsibleModule(AnsibleModule):
         super()._load_params()
         self.no_log_values.update(secret_values(self.params))
         self.no_log_values.update(secret_values(self.environ.get(STORE_ENV)))
+        self.no_log_values.update(environment_secrets(self.environ))  # VMWARE_PASSWORD, ...
         for name, option in self.argument_spec.items():
             value = self.params.get(name) if isinstance(self.params, dict) else None
             # Ansible itself crashes on a number or a boolean given for options with suboptions
@@ -114,6 +119,7 @@ class ResilientModule:
         self.diff_mode = self.ansible._diff
         self.warnings = []
         self._store = None
+        self._policy_store = None
         self._settings = None
         self._providers = []
         self._closed = False
@@ -122,26 +128,49 @@ class ResilientModule:
     @property
     def store(self):
         if self._store is None:
+            from ansible_collections.resilient.virt.plugins.module_utils._awx import store_warning
             from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
             self._store = open_store(self.params.get("state_store"), environ=self.environ,
                                      timeout=self.settings.store_timeout)
+            warning = store_warning(self.params.get("state_store"), self.environ)  # AWX, no shared store
+            if warning:
+                self.warnings.append(warning)
         return self._store
 
     @property
     def settings(self):
         if self._settings is None:
             self._settings = resolve_settings(_drop_unset(self.params.get("resilience")),
-                                              environ=self.environ)
+                                              environ=self.environ,
+                                              store_failure=self.params.get("store_failure"))
         return self._settings
 
+    @property
+    def policy_store(self):
+        """The store of the providers' breakers and rate limits: the shared one, or under
+        ``store_failure: open`` this task's memory once the shared one fails (with a warning)."""
+        if self._policy_store is None:
+            from ansible_collections.resilient.virt.plugins.module_utils._state.fallback import policy_store
+
+            self._policy_store = policy_store(lambda: self.store, self.settings, self.warnings.append)
+        return self._policy_store
+
     def provider_config(self, reference=None, field="provider"):
-        """Return the provider dict named or given by ``reference`` (default: the ``provider`` option)."""
+        """Return the provider dict named or given by ``reference`` (default: the ``provider`` option;
+        when neither it nor ``providers`` is given, the provider the environment names)."""
         reference = self.params.get("provider") if reference is None else reference
         catalog = self.params.get("providers") or {}
         if reference is None:
             if len(catalog) == 1:
                 return self.provider_config(next(iter(catalog)), field)
+            if not catalog:  # AWX credentials inject the settings (providers/_environment.py)
+                from ansible_collections.resilient.virt.plugins.module_utils.providers._environment import (
+                    environment_provider)
+
+                config = environment_provider(self.environ, field)
+                if config is not None:
+                    return config
             raise field_error(field, "is required: give a dict such as {type: libvirt, uri: 'qemu:///system'} "
                               "or the name of an entry of 'providers'")
         if isinstance(reference, str):
@@ -163,8 +192,7 @@ class ResilientModule:
         raise field_error(field, "must be a dict or the name of an entry of 'providers', not %s"
                           % type(reference).__name__)
 
-    @staticmethod
-    def _catalog_name_of_key(key, catalog):
+    def _catalog_name_of_key(self, key, catalog):
         """The entry of ``catalog`` whose provider key (``<type>:<name>``, as results give it) is
         ``key``, or None."""
         if ":" not in key:
@@ -174,7 +202,8 @@ class ResilientModule:
         for name, entry in sorted(catalog.items(), key=lambda item: str(item[0])):
             if isinstance(entry, dict) and entry.get("type") == key.split(":", 1)[0]:
                 try:
-                    if provider_key(dict(entry, name=entry.get("name") or name)) == key:
+                    config = dict(entry, name=entry.get("name") or name)
+                    if provider_key(config, environ=self.environ) == key:
                         return name
                 except VirtError:
                     continue
@@ -196,7 +225,7 @@ class ResilientModule:
         """Connect to a provider through the resilience policy; closed when the module exits."""
         from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import open_provider
 
-        provider = open_provider(self.provider_config(reference, field), self.settings, self.store,
+        provider = open_provider(self.provider_config(reference, field), self.settings, self.policy_store,
                                  environ=self.environ)
         self._providers.append(provider)
         return provider
@@ -217,11 +246,18 @@ class ResilientModule:
     def _facts(self):
         """The breaker facts of the providers used; none when the store cannot give them."""
         try:
-            if self._store is None and not self._providers:
+            if self._store is None and not self._providers or getattr(self._policy_store, "fell_back", False):
                 return {}
             return {BREAKER_FACT: self.breaker_facts()}
         except Exception:  # noqa: BLE001 - facts must never turn a result into a crash
             return {}
+
+    def resilience(self):
+        """The ``resilience`` result: what the resilience layer did per provider key
+        (``_resilience/stats.py``), from every provider this task opened."""
+        from ansible_collections.resilient.virt.plugins.module_utils._resilience.stats import summary
+
+        return summary(provider.stats for provider in self._providers)
 
     def _close(self):
         if self._closed:
@@ -251,6 +287,7 @@ class ResilientModule:
             module.fail(classify(err))
         module._close()
         result.setdefault("changed", False)
+        result["resilience"] = module.resilience()
         if BREAKER_FACT not in result.get("ansible_facts", {}):  # one the module set itself wins
             for key, value in module._facts().items():
                 result.setdefault("ansible_facts", {})[key] = value
@@ -272,6 +309,7 @@ class ResilientModule:
         del error["message"]
         result = dict(error=error)
         result.update(err.result)
+        result["resilience"] = self.resilience()
         self._warn()
         result.setdefault("invocation", {"module_args": echo(self.params)})
         self.ansible.fail_json(msg="%s: %s" % (err.type, err.message), **result)

@@ -163,6 +163,51 @@ error:
   returned: failure
   type: dict
   sample: {"type": "Unavailable", "retryable": true, "retry_after": null, "details": {"attempts": 3}}
+resilience:
+  description:
+    - What the resilience layer did during the task, by provider key (C(<type>:<name>)), counted
+      for failed tasks too; the callback plugin P(resilient.virt.resilience_summary#callback) adds
+      them up for a play. Empty when the task called no provider.
+    - Keys beyond the first 100 (sorted) are added up under C((others)).
+  returned: always, except when Ansible itself refused the arguments
+  type: dict
+  sample: {"libvirt:hv1": {"calls": 2, "attempts": 4, "retries": 2, "backoff_seconds": 1.52,
+           "rate_limit_waits": 0, "rate_limit_seconds": 0.0, "failures": 3, "refused": 1,
+           "failed_calls": 2, "transitions": [{"from": "closed", "to": "open", "count": 1}]}}
+  contains:
+    calls:
+      description: Calls made to the provider; each may make several attempts.
+      type: int
+    attempts:
+      description: Attempts that reached the provider (its operation, or the look before a retry).
+      type: int
+    retries:
+      description: Waits between two attempts of a call.
+      type: int
+    backoff_seconds:
+      description: Seconds spent in those waits.
+      type: float
+    rate_limit_waits:
+      description: Attempts that waited for their turn at the provider's rate limit.
+      type: int
+    rate_limit_seconds:
+      description: Seconds spent waiting for the rate limit.
+      type: float
+    failures:
+      description: Attempts the circuit breaker counted as failures (the provider unreachable or too slow).
+      type: int
+    refused:
+      description: Calls refused at once because the provider's circuit breaker was open.
+      type: int
+    failed_calls:
+      description: Calls that got no answer from the provider (unreachable or too slow after every
+        attempt, refused by the breaker); an answer such as V(NotFound) is not counted.
+      type: int
+    transitions:
+      description: Changes of the circuit breaker's state that this task made (C(from), C(to),
+        C(count)), in the order first seen; states are V(closed), V(open) and V(half_open).
+      type: list
+      elements: dict
 """
 
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule

@@ -9,6 +9,8 @@ down at the end. Tests that use it are marked ``lab``: deselect them with ``-m "
 ``domain_xml``: builds the XML of a tiny diskless TCG domain (64 MiB, 1 vCPU).
 ``vsphere``: the lab's vSphere simulator, as provider settings (its password included).
 ``start_redis``: ``start_redis(password=...)`` starts a private redis-server, stopped at the end.
+``redis_sentinel``: a private primary, replica and three Sentinels (``redis_topologies``), for one
+test (it may kill the primary), stopped at the end.
 ``guarded_provider``: ``guarded_provider(config)`` opens a GuardedProvider (default settings, a
 SQLite store of the test), closed at the end.
 ``task_path``: every test of the modules in :data:`BOTH_PATHS` runs twice, its tasks in the
@@ -22,6 +24,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from redis_server import RedisServer, require_redis_server
+from redis_topologies import SentinelSetup, require_redis_topologies
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LAB_COUNT = 3
@@ -36,7 +39,7 @@ labtool = importlib.import_module("lab")
 BOTH_PATHS = ("test_vm_module", "test_vm_info_module", "test_provider_module",
               "test_circuit_breaker_module", "test_check_mode", "test_secrets", "test_faults",
               "test_failover_module", "test_fleet_module", "test_bad_input", "test_retried_create",
-              "test_backup_module")
+              "test_backup_module", "test_vsphere_tls", "test_resilience_summary")
 
 
 def pytest_generate_tests(metafunc):
@@ -176,3 +179,12 @@ def start_redis():
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def redis_sentinel():
+    require_redis_server()
+    require_redis_topologies()
+    setup = SentinelSetup()
+    yield setup
+    setup.stop()

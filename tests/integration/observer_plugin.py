@@ -2,7 +2,7 @@
 
 Loaded by the modules through ``RESILIENT_VIRT_PLUGINS=observer_plugin`` (with this directory on
 ``PYTHONPATH``); it appends to the file named by :data:`ATTEMPTS_ENV` (provider, operation, VM
-name when there is one), so the tests count the attempts that reached for the provider without
+name when there is one, epoch time), so the tests count the attempts that reached for the provider without
 asking the circuit breaker. With
 :data:`OUTCOMES_ENV` set it also appends every attempt's outcome (``ok``, ``error``, ``timeout``)
 to that file: an attempt whose look-before-retry found the work done is an ``ok`` outcome with
@@ -10,6 +10,7 @@ no line in the attempts file.
 """
 import json
 import os
+import time
 
 import pluggy
 
@@ -32,7 +33,7 @@ def resilient_virt_before_call(provider, operation, arguments):
     if path:
         name = arguments.get("name") or (arguments.get("spec") or {}).get("name")
         _append(path, {"provider": provider.key, "operation": operation, "name": name,
-                       "pid": os.getpid()})
+                       "pid": os.getpid(), "at": time.time()})
 
 
 @hookimpl

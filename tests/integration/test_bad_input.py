@@ -4,6 +4,9 @@
   any call, and a canary file in the hypervisor's own directories survives;
 - a locked SQLite store, a frozen and a refusing Redis keep a task within its deadline plus a
   small margin, and a store failure is neither retried nor counted against the provider;
+  with ``store_failure: closed`` the task fails with Unavailable naming the store, with ``open``
+  (the default) it runs on with its breaker in memory and a warning, and the shared store is
+  left as it was;
 - a damaged SQLite store gives a clear error naming the store and the fix, never a traceback;
 - values out of range, malformed catalogs, filters and failover inputs are InvalidSpec naming
   the field, and nothing is stored;
@@ -134,14 +137,48 @@ def _timed(run, title):
     return result, result.duration
 
 
+FELL_BACK = "keeps its circuit breakers and rate limits in its own memory (store_failure=open)"
+
+
+def _fell_back(result):
+    return [w for w in result.get("warnings", []) if FELL_BACK in str(w)]
+
+
+def _breaker_records(path):
+    db = sqlite3.connect(path)
+    try:
+        return db.execute("SELECT key, value FROM records WHERE namespace = 'breakers'").fetchall()
+    finally:
+        db.close()
+
+
 def test_a_locked_sqlite_store_keeps_the_task_within_its_deadline(lab, locked_sqlite, tmp_path):
     tasks = [_task("describe", module="vm_info", provider=_provider(lab), name="none",
-                   state_store=locked_sqlite, resilience={"deadline": "3s"})]
+                   state_store=locked_sqlite, store_failure="closed", resilience={"deadline": "3s"})]
     run = run_playbook(tmp_path, [play(tasks)])
     result, took = _timed(run, "describe")
     assert took < 3.0 + MARGIN, took  # was 16.3 s: the store waited 15 s on its own
     assert not result.failed, result  # the provider answered; only recording its answer failed
     assert any("not recorded in its circuit breaker" in str(w) for w in result["warnings"])
+
+
+def test_a_locked_sqlite_store_under_the_open_policy_keeps_the_breaker_in_memory(lab, locked_sqlite, tmp_path):
+    path = locked_sqlite[len("sqlite://"):]
+    before = _breaker_records(path)  # readable: the lock only stops writers
+    tasks = [_task("describe", module="vm_info", provider=_provider(lab), name="none",
+                   state_store=locked_sqlite, resilience={"store_timeout": "1s"}),
+             _task("again", module="vm_info", provider=_provider(lab), name="none",
+                   state_store=locked_sqlite, resilience={"store_timeout": "1s"})]
+    run = run_playbook(tmp_path, [play(tasks)])
+    for title in ("describe", "again"):
+        result, took = _timed(run, title)
+        assert not result.failed and result["vms"] == [], result
+        assert len(_fell_back(result)) == 1, result.get("warnings")  # once per task
+        assert locked_sqlite in _fell_back(result)[0] and "locked" in _fell_back(result)[0]
+        assert "not recorded" not in str(result.get("warnings"))
+        assert "resilient_virt_breakers" not in result.get("ansible_facts", {})
+        assert took < 1.0 + MARGIN, took  # one wait on the store, then memory
+    assert _breaker_records(path) == before
 
 
 @pytest.mark.parametrize("deadline", ["3s", "10s"])
@@ -150,7 +187,7 @@ def test_a_frozen_redis_keeps_the_task_within_its_deadline(lab, start_redis, tmp
     url = "redis://:%s@127.0.0.1:%d/0" % (server.password, server.port)
     server.freeze()
     tasks = [_task("describe", module="vm_info", provider=_provider(lab), name="none",
-                   state_store=url, resilience={"deadline": deadline})]
+                   state_store=url, store_failure="closed", resilience={"deadline": deadline})]
     try:
         run = run_playbook(tmp_path, [play(tasks)])
     finally:
@@ -164,19 +201,47 @@ def test_a_frozen_redis_keeps_the_task_within_its_deadline(lab, start_redis, tmp
     assert "Traceback" not in run.output
 
 
-def test_a_refusing_redis_fails_at_once_and_spares_the_breaker(lab, start_redis, tmp_path):
+def test_a_frozen_redis_under_the_open_policy_runs_on_after_one_wait(lab, start_redis, tmp_path):
+    server = start_redis()
+    url = "redis://:%s@127.0.0.1:%d/0" % (server.password, server.port)
+    server.freeze()
+    tasks = [_task("describe", module="vm_info", provider=_provider(lab), name="none",
+                   state_store=url, resilience={"store_timeout": "2s"})]
+    try:
+        run = run_playbook(tmp_path, [play(tasks)])
+    finally:
+        server.thaw()
+    result, took = _timed(run, "describe")
+    assert not result.failed and result["vms"] == [], result
+    assert took < 2.0 + MARGIN, took  # one store_timeout, not one per store operation
+    warning = _fell_back(result)
+    assert len(warning) == 1 and "redis://***@127.0.0.1:%d/0" % server.port in warning[0], warning
+    assert server.password not in run.output
+    assert server.keys_and_values() == ""  # nothing reached the store
+
+
+@pytest.mark.parametrize("policy", ["closed", "open"])
+def test_a_refusing_redis_spares_the_breaker(lab, start_redis, tmp_path, policy):
+    """closed: the task fails at once, after one attempt; open: it runs at once, with the warning.
+    The policy comes from the environment variable here (the option is tested above)."""
     server = start_redis()
     port = server.port
     server.stop()
     sqlite = "sqlite:///%s" % (tmp_path / "s.db")
-    tasks = [_task("describe", module="vm_info", provider=_provider(lab), name="none",
-                   state_store="redis://127.0.0.1:%d/0" % port),
-             _task("breakers", module="circuit_breaker", state_store=sqlite)]
+    describe = _task("describe", module="vm_info", provider=_provider(lab), name="none",
+                     state_store="redis://127.0.0.1:%d/0" % port)
+    describe["environment"] = {"RESILIENT_VIRT_STORE_FAILURE": policy}
+    tasks = [describe, _task("breakers", module="circuit_breaker", state_store=sqlite)]
     run = run_playbook(tmp_path, [play(tasks)])
     result, took = _timed(run, "describe")
     assert took < MARGIN, took  # was 9.3 s: the outage went through the provider's retries
-    assert result["error"]["type"] == "Unavailable" and not result["error"]["retryable"]
-    assert result["error"]["details"]["attempts"] == 1
+    if policy == "closed":
+        assert result["error"]["type"] == "Unavailable" and not result["error"]["retryable"]
+        assert result["error"]["details"]["attempts"] == 1
+        assert "redis://127.0.0.1:%d/0" % port in result["msg"]
+    else:
+        assert not result.failed and result["vms"] == [], result
+        assert len(_fell_back(result)) == 1 and "Connection" in _fell_back(result)[0]
     assert run.task("breakers")["breakers"] == []
 
 
@@ -198,16 +263,20 @@ def test_a_damaged_sqlite_store_is_a_clear_error(lab, tmp_path):
             f.seek((page - 1) * page_size)
             f.write(b"\xa5" * page_size)
     tasks = [_task("describe", module="vm_info", provider=_provider(lab), name="none",
-                   state_store=store),
-             _task("breakers", module="circuit_breaker", state_store=store)]
+                   state_store=store, store_failure="closed"),
+             _task("breakers", module="circuit_breaker", state_store=store),
+             _task("open", module="vm_info", provider=_provider(lab), name="none", state_store=store)]
     run = run_playbook(tmp_path, [play(tasks)])
     assert "Traceback" not in run.output and "MODULE FAILURE" not in run.output, run
-    for title in ("describe", "breakers"):
+    for title in ("describe", "breakers"):  # a breaker set by hand needs the store, whatever the policy
         result = run.task(title)
         assert result["error"]["type"] == "Unavailable", result
         assert "state store %s is damaged" % store in result["msg"], result
         assert "mv %s %s.damaged" % (path, path) in result["msg"]
         assert result["msg"].count("is damaged") == 1  # the message once
+    warning = _fell_back(run.task("open"))
+    assert not run.task("open").failed and len(warning) == 1, run.task("open")
+    assert "mv %s %s.damaged" % (path, path) in warning[0]
 
 
 # --- concurrent tasks on one VM ------------------------------------------------------------

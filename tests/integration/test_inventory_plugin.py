@@ -7,6 +7,7 @@ the collection. Outages are real: a stopped libvirtd, a frozen one (SIGSTOP), a 
 while the inventory reads it (vanish_plugin.py).
 """
 import os
+import socket
 import uuid
 
 import libvirt
@@ -171,6 +172,29 @@ def test_a_frozen_hypervisor_costs_its_timeout(lab, outage, tmp_path):
     assert "hv3" not in run.hosts("hypervisors")
     assert {"hv1", "hv2"} <= set(run.hosts("hypervisors"))
     assert run.all_vars[P + "unreachable_providers"] == ["hv3"]
+
+
+@pytest.mark.parametrize("policy", ["open", "closed"])
+def test_an_unreachable_store_follows_the_store_failure_policy(lab, tmp_path, policy):
+    """open (from the option): every hypervisor listed, one warning naming the store; closed (from
+    the environment variable): every provider reported unreachable with Unavailable."""
+    with socket.socket() as s:  # a port where nothing listens
+        s.bind(("127.0.0.1", 0))
+        url = "redis://:store-password@127.0.0.1:%d/0" % s.getsockname()[1]
+    source, env = _source(lab, tmp_path, state_store=url, cache=False)
+    if policy == "open":
+        source["store_failure"] = "open"
+    env["RESILIENT_VIRT_STORE_FAILURE"] = "closed" if policy == "closed" else "ajar-but-overridden"
+    run = run_inventory(tmp_path, source, env=env)
+    assert run.rc == 0 and "store-password" not in run.output, run
+    if policy == "open":
+        assert {"hv1", "hv2", "hv3"} <= set(run.hosts("hypervisors")), run
+        assert run.stderr.count("(store_failure=open)") == 1, run.stderr
+        assert "redis://***@127.0.0.1" in run.stderr
+    else:
+        assert run.hosts("hypervisors") == [], run
+        assert sorted(run.all_vars[P + "unreachable_providers"]) == sorted(source["providers"])
+        assert "Unavailable: state store redis://***@127.0.0.1" in run.stderr
 
 
 def test_a_vm_deleted_during_the_scan_is_left_out(lab, tmp_path, domains):

@@ -27,7 +27,10 @@ def test_build_install_and_ansible_doc(tmp_path):
     tops = set(name.split("/")[0] for name in shipped)
     assert tops == {"MANIFEST.json", "FILES.json", "COPYING", "CHANGELOG.rst", "README.md",
                     "requirements.txt", "bindep.txt", "meta", "plugins", "roles", "docs",
-                    "changelogs"}, tops
+                    "changelogs", "extensions"}, tops
+    # what an execution environment build reads (meta/) and the example definition
+    assert {"meta/execution-environment.yml", "meta/ee-requirements.txt", "meta/ee-bindep.txt",
+            "extensions/ee/execution-environment.yml", "extensions/ee/requirements.yml"} <= shipped
     assert "docs/benchmarks.md" not in shipped and "docs/bench-report.md" not in shipped
     assert not [name for name in shipped if name.startswith("changelogs/fragments")]
 

@@ -209,7 +209,7 @@ def _provider_reference(module, record):
         candidates.append(None)
     candidates.extend(sorted(str(n) for n in (module.params.get("providers") or {})))
     for reference in candidates:
-        if provider_key(module.provider_config(reference)) == record["provider"]:
+        if provider_key(module.provider_config(reference), environ=module.environ) == record["provider"]:
             return reference
     raise field_error("provider", "record %s belongs to provider %s (%s), which neither provider "
                       "nor providers gives; add it" % (record["name"], record["provider"],

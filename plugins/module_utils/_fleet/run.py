@@ -74,7 +74,7 @@ def run_fleet(module, params, check_mode, diff_mode):
 
     options, full_interval = options_from(params, check_mode)
     fleet = desired_fleet(params["vms"], params.get("provider"), module.provider_config,
-                          provider_key)
+                          lambda config: provider_key(config, environ=module.environ))
     store = module.store
     last_full = (store.get(RUNS, options.owner) or {}).get("last_full_at")
     now = store.now()

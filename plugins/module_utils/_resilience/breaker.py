@@ -13,19 +13,23 @@ opened; refused calls do not push that time back. A failed probe opens it again 
 ``force_open()`` opens the breaker now, exactly as failures would: it half-opens after
 ``reset_timeout`` unless ``reset()`` closes it first.
 
-Every change is one ``store.update`` so counters stay exact with many processes. A call through
-a closed breaker costs one store read before it and one update after it. Each of them takes an
+Every change is one ``store.update`` so counters stay exact with many processes; a change of
+state that one of this object's updates made is reported to ``on_transition(before, after)``. A call through
+a closed breaker costs one store read before it and one update after it; while its provider
+fails (``consecutive_failures`` > 0) calls take slots, so that no more than ``failure_threshold``
+failing calls are ever under way across processes (see :meth:`CircuitBreaker.before_call`). Each of them takes an
 optional ``timeout`` for the store operation (see ``state_store.StateStore``). A stored time that
 is not a usable epoch (written by a bug or by hand) counts as "now", so a damaged record can
 never keep a breaker open.
 """
 import math
 import os
+import random
 import time
 
 from ansible_collections.resilient.virt.plugins.module_utils._time import format_time
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    BreakerOpen, InvalidSpec, classify, counts_against_breaker, redact)
+    BreakerOpen, InvalidSpec, Timeout, classify, counts_against_breaker, redact)
 
 __all__ = ("CircuitBreaker", "Permit", "list_breakers", "shown", "fact", "NAMESPACE", "FACT_FIELDS")
 
@@ -36,6 +40,7 @@ ALIVE_ERRORS = frozenset(("NotFound", "InvalidSpec", "Conflict", "Unauthorized",
 _EMPTY = {"state": "closed", "consecutive_failures": 0, "failures_total": 0, "opened_total": 0,
           "rejected_total": 0, "successes_total": 0, "opened_at": None, "half_open_at": None,
           "probes": {}, "probe_successes": 0, "last_error": None}
+_STATES = ("closed", "open", "half_open")
 _COUNTERS = ("consecutive_failures", "failures_total", "opened_total", "rejected_total",
              "successes_total", "probe_successes")
 _CONFIG = ("failure_threshold", "reset_timeout", "half_open_max_calls", "success_threshold",
@@ -89,6 +94,14 @@ def _advance(current, now):
     return rec
 
 
+def _unhindered(current):
+    """True when the stored record lets a call through without a slot: closed, no failure
+    lately (a damaged counter counts as a failure, so the careful path decides)."""
+    if not isinstance(current, dict):
+        return True
+    return current.get("state") == "closed" and current.get("consecutive_failures", 0) == 0
+
+
 def _view(name, current, now, config):
     rec = _advance(current, now)
     out = {"name": name}
@@ -116,9 +129,10 @@ class CircuitBreaker:
     """The breaker ``name`` (e.g. ``libvirt:lab1``) stored in ``store``."""
 
     def __init__(self, store, name, failure_threshold=5, reset_timeout=30.0,
-                 half_open_max_calls=1, success_threshold=1, probe_lease=None):
+                 half_open_max_calls=1, success_threshold=1, probe_lease=None, on_transition=None):
         self.store = store
         self.name = name
+        self.on_transition = on_transition
         self.failure_threshold = _positive("failure_threshold", failure_threshold, int)
         self.reset_timeout = _positive("reset_timeout", reset_timeout, float)
         self.half_open_max_calls = _positive("half_open_max_calls", half_open_max_calls, int)
@@ -128,13 +142,18 @@ class CircuitBreaker:
         self._config = {field: getattr(self, field) for field in _CONFIG}
 
     def _change(self, fn, timeout=None):
-        """store.update with ``fn(rec, now) -> result`` on an advanced copy; config recorded."""
+        """store.update with ``fn(rec, now) -> result`` on an advanced copy; config recorded.
+        A change of state that the update made goes to ``on_transition(before, after)``."""
         def apply(current, now):
             rec = _advance(current, now)
             result = fn(rec, now)
             rec.update(self._config)
-            return rec, result
-        return self.store.update(NAMESPACE, self.name, apply, timeout=timeout)
+            before = current.get("state") if isinstance(current, dict) else None
+            return rec, (result, before if before in _STATES else "closed", rec["state"])
+        result, before, after = self.store.update(NAMESPACE, self.name, apply, timeout=timeout)
+        if before != after and self.on_transition is not None:
+            self.on_transition(before, after)
+        return result
 
     def _open(self, rec, now):
         rec.update(state="open", opened_at=now, half_open_at=now + self.reset_timeout,
@@ -150,26 +169,49 @@ class CircuitBreaker:
 
         A probe (half-open) holds its slot for ``lease`` seconds (default ``probe_lease``): the
         longest the call it admits can take, so a probe whose process died frees it then.
+
+        A closed breaker whose provider has failed lately (``consecutive_failures`` > 0) lets
+        at most ``failure_threshold - consecutive_failures`` calls be under way at once, each
+        holding a slot as a probe does: however many processes call at the same time, no more
+        calls reach a failing provider than the failures that open the breaker. A call that
+        finds no free slot waits (at most ``lease`` seconds) for one to free, for the breaker to
+        open (BreakerOpen) or for a success to clear the streak.
         """
         current = self.store.get(NAMESPACE, self.name, timeout=timeout)
-        if not isinstance(current, dict) or current.get("state") == "closed":
+        if _unhindered(current):
             return Permit(self.name)
         probe = os.urandom(8).hex()
         lease = self.probe_lease if lease is None else min(self.probe_lease, lease)
 
         def admit(rec, now):
             if rec["state"] == "closed":
-                return Permit(self.name), None
+                if not rec["consecutive_failures"]:
+                    return Permit(self.name), None
+                if rec["consecutive_failures"] + len(rec["probes"]) >= self.failure_threshold:
+                    return None, None  # every slot is taken: wait
+                rec["probes"][probe] = now + lease
+                return Permit(self.name, probe), None
             if rec["state"] == "half_open" and len(rec["probes"]) < self.half_open_max_calls:
                 rec["probes"][probe] = now + lease
                 return Permit(self.name, probe), None
             rec["rejected_total"] += 1
             return None, self._refusal(rec, now)
 
-        permit, refusal = self._change(admit, timeout)
-        if refusal is not None:
-            raise refusal
-        return permit
+        give_up = time.monotonic() + lease
+        pause = 0.01
+        while True:
+            permit, refusal = self._change(admit, timeout)
+            if refusal is not None:
+                raise refusal
+            if permit is not None:
+                return permit
+            if time.monotonic() + pause > give_up:
+                raise Timeout("circuit breaker %r: the calls under way to a failing provider did not "
+                              "end within %gs" % (self.name, lease))
+            time.sleep(pause * random.uniform(0.5, 1.0))
+            pause = min(pause * 2, 0.2)
+            if _unhindered(self.store.get(NAMESPACE, self.name, timeout=timeout)):
+                return Permit(self.name)
 
     def _refusal(self, rec, now):
         if rec["state"] == "open":
@@ -191,17 +233,19 @@ class CircuitBreaker:
         """The provider answered: count it; enough successful probes close the breaker."""
         def success(rec, now):
             rec["successes_total"] += 1
-            if permit.probe is not None and rec["probes"].pop(permit.probe, None) is not None:
+            if rec["state"] == "closed":  # a slot of a failing streak, or none
+                rec["probes"].pop(permit.probe, None)
+                rec["consecutive_failures"] = 0
+            elif permit.probe is not None and rec["probes"].pop(permit.probe, None) is not None:
                 rec["probe_successes"] += 1
                 if rec["probe_successes"] >= self.success_threshold:
                     rec.update(state="closed", consecutive_failures=0, opened_at=None,
                                half_open_at=None, probes={}, probe_successes=0)
-            elif rec["state"] == "closed":
-                rec["consecutive_failures"] = 0
         self._change(success, timeout)
 
     def on_failure(self, permit, err, timeout=None):
-        """The call failed with ``err``: unhealthy errors count, alive-proving ones succeed."""
+        """The call failed with ``err``: unhealthy errors count (True is returned), alive-proving
+        ones succeed."""
         err = classify(err)
         if err.type in ALIVE_ERRORS:
             return self.on_success(permit, timeout)
@@ -213,13 +257,14 @@ class CircuitBreaker:
             rec["failures_total"] += 1
             rec["consecutive_failures"] += 1
             rec["last_error"] = last
-            failed_probe = permit.probe is not None and \
-                rec["probes"].pop(permit.probe, None) is not None
+            held = permit.probe is not None and rec["probes"].pop(permit.probe, None) is not None
+            failed_probe = held and rec["state"] == "half_open"
             too_many = rec["state"] == "closed" and \
                 rec["consecutive_failures"] >= self.failure_threshold
             if failed_probe or too_many:
                 self._open(rec, now)
         self._change(failure, timeout)
+        return True
 
     def release(self, permit, timeout=None):
         """The call ended without a verdict from the provider: only free its probe slot."""

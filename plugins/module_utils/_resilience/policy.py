@@ -30,6 +30,10 @@ Recording gets at least ``RECORD_GRACE`` seconds, so a call that used its whole 
 still be recorded. A probe (half-open breaker) holds its slot for its attempt's time limit plus
 ``store_timeout``, so a probe whose process died blocks the provider no longer than that.
 
+:attr:`Policy.stats` (a ``stats.CallStats``) counts what the policy did: calls, attempts that
+reached the provider, retries and their waits, rate limit waits, failures the breaker counted,
+refusals by the breaker and the breaker's state changes (see ``stats.py``).
+
 ``hooks`` is an optional object; Policy uses whichever of these methods it has:
 
 * ``classify(exc) -> VirtError | None``: extra classifier, tried before the standard one;
@@ -42,14 +46,15 @@ still be recorded. A probe (half-open breaker) holds its slot for its attempt's 
 import time
 
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (
-    CircuitBreaker)
+    ALIVE_ERRORS, CircuitBreaker)
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import OPERATION_CLASSES
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import (
     Deadline, run_with_timeout)
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    StoreUnavailable, Timeout, classify)
+    BreakerOpen, StoreUnavailable, Timeout, VirtError, classify)
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.rate_limit import RateLimiter
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.retry import run_with_retry
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.stats import CallStats
 
 __all__ = ("Policy", "RECORD_GRACE")
 
@@ -65,11 +70,13 @@ class Policy:
         self.settings = settings
         self.hooks = hooks
         self.warnings = []
+        self.stats = CallStats(key)
         lease = max(settings.timeout_for(c) for c in OPERATION_CLASSES) + settings.store_timeout
         self._breaker = CircuitBreaker(
             store, key, failure_threshold=settings.failure_threshold,
             reset_timeout=settings.reset_timeout, half_open_max_calls=settings.half_open_max_calls,
-            success_threshold=settings.success_threshold, probe_lease=lease)
+            success_threshold=settings.success_threshold, probe_lease=lease,
+            on_transition=self.stats.on_transition)
         self._limiter = RateLimiter(store, key, settings.rate_limit_qps,
                                     settings.rate_limit_burst)
         classify_hook = getattr(hooks, "classify", None)
@@ -93,11 +100,15 @@ class Policy:
             if deadline.expired() and not att.at_deadline:
                 raise Timeout("%s: the deadline of the call (%g s) passed before attempt %d"
                               % (name, explicit, att.number))
-            self._limiter.acquire(deadline if explicit and not att.at_deadline
-                                  else Deadline.after(timeout))
+            self.stats.on_rate_limit_wait(self._limiter.acquire(
+                deadline if explicit and not att.at_deadline else Deadline.after(timeout)))
             store_time = None if att.at_deadline else deadline.remaining()
-            permit = self._breaker.before_call(
-                timeout=store_time, lease=att.budget(timeout) + self.settings.store_timeout)
+            try:
+                permit = self._breaker.before_call(
+                    timeout=store_time, lease=att.budget(timeout) + self.settings.store_timeout)
+            except BreakerOpen:
+                self.stats.on_refused()
+                raise
             budget = att.budget(timeout)
             if budget <= 0:
                 self._record(self._breaker.release, deadline, permit)
@@ -105,15 +116,27 @@ class Policy:
             return self._attempt(att, fn, look if att.number > 1 else None, permit, budget,
                                  budget < timeout, name, deadline)
 
-        return run_with_retry(attempt, self.settings.retry, deadline=deadline,
-                              on_retry=getattr(self.hooks, "on_retry", None),
-                              classifiers=self._classifiers)
+        def on_retry(att, error, delay):
+            self.stats.on_retry(delay)
+            hook = getattr(self.hooks, "on_retry", None)
+            if hook is not None:
+                hook(att, error, delay)
+
+        self.stats.on_call()
+        try:
+            return run_with_retry(attempt, self.settings.retry, deadline=deadline,
+                                  on_retry=on_retry, classifiers=self._classifiers)
+        except VirtError as err:
+            if err.type not in ALIVE_ERRORS:  # an answer (NotFound, ...) is no failed call
+                self.stats.on_failed_call()
+            raise
 
     def _record(self, method, deadline, *args):
-        """Report an outcome to the breaker; a store failure here only becomes a warning."""
+        """Report an outcome to the breaker and return its answer; a store failure here only
+        becomes a warning (and None)."""
         left = deadline.remaining()
         try:
-            method(*args, timeout=None if left is None else max(RECORD_GRACE, left))
+            return method(*args, timeout=None if left is None else max(RECORD_GRACE, left))
         except StoreUnavailable as err:
             warning = "the outcome of a call to %s was not recorded in its circuit breaker: %s" % (
                 self.key, err.message)
@@ -125,6 +148,7 @@ class Policy:
 
         def work():
             try:
+                self.stats.on_attempt()
                 if look is not None:
                     done, result = look()
                     if done:
@@ -146,8 +170,8 @@ class Policy:
             abandoned = not finished and isinstance(err, Timeout)
             if abandoned and cut_by_deadline:
                 self._record(self._breaker.release, deadline, permit)
-            else:
-                self._record(self._breaker.on_failure, deadline, permit, err)
+            elif self._record(self._breaker.on_failure, deadline, permit, err):
+                self.stats.on_failure()
             if after is not None:
                 after(att, "timeout" if abandoned else "error", err, time.monotonic() - started)
             if err is exc:

@@ -28,7 +28,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, field_error, field_errors, redact)
 
 __all__ = ("OPERATION_CLASSES", "RETRY_PRESETS", "SETTINGS", "Setting", "ResilienceSettings",
-           "RetrySettings", "BreakerSettings", "RateLimitSettings",
+           "RetrySettings", "BreakerSettings", "RateLimitSettings", "STORE_FAILURE_POLICIES",
            "resolve_settings", "option_spec", "OPTION", "ENV_PREFIX")
 
 OPTION = "resilience"
@@ -60,8 +60,9 @@ def _s(key, env, default, kind, bounds, description, option=None):
 
 SETTINGS = (
     _s("state_store", "STATE_STORE", None, "str", (None, None),
-       "Where breaker and rate limit state is shared: sqlite:///path or redis://host:port/db "
-       "(rediss:// for TLS). Unset: a SQLite file under ~/.ansible/resilient_virt/.",
+       "Where breaker and rate limit state is shared: sqlite:///path, redis://host:port/db, "
+       "redis+sentinel://host:port,host:port/service/db or redis+cluster://host:port,host:port "
+       "(rediss... for TLS). Unset: a SQLite file under ~/.ansible/resilient_virt/.",
        option="state_store"),
     _s("retry_preset", "RETRY_PRESET", "default", "choice", (None, None),
        "Named retry numbers: " + "; ".join(
@@ -103,9 +104,18 @@ SETTINGS = (
        "Time limit of one poll of a provider task's status."),
     _s("store_timeout", "STORE_TIMEOUT", 5.0, "duration", (0, 600.0),
        "Time limit of one read or write of the state store, shortened to what is left of the "
-       "call's deadline. A store that does not answer in time fails the task as Unavailable."),
+       "call's deadline. A store that does not answer in time counts as unreachable "
+       "(see store_failure)."),
+    _s("store_failure", "STORE_FAILURE", "open", "choice", (None, None),
+       "What a task does when the state store is unreachable: open (run on, with its circuit "
+       "breakers and rate limits kept in the task's memory, and a warning) or closed (fail at "
+       "once with Unavailable naming the store). Records that live in the store (failover "
+       "reservations, backups, fleet status, breakers set by hand) need it either way.",
+       option="store_failure"),
 )
 _BY_KEY = {s.key: s for s in SETTINGS}
+STORE_FAILURE_POLICIES = ("open", "closed")
+CHOICES = {"retry_preset": tuple(RETRY_PRESETS), "store_failure": STORE_FAILURE_POLICIES}
 _POSITIVE = frozenset(("timeout_describe", "timeout_mutating", "timeout_validate",
                        "timeout_task_status", "store_timeout"))
 OPTION_KEYS = tuple(s.key for s in SETTINGS if s.option.startswith(OPTION + "."))
@@ -120,7 +130,7 @@ def option_spec():
         if setting.key in OPTION_KEYS:
             spec[setting.key] = {"type": _OPTION_TYPES[setting.kind]}
             if setting.kind == "choice":
-                spec[setting.key]["choices"] = list(RETRY_PRESETS)
+                spec[setting.key]["choices"] = list(CHOICES[setting.key])
     return spec
 
 
@@ -152,6 +162,7 @@ class ResilienceSettings:
     timeout_validate: float = 10.0
     timeout_task_status: float = 10.0
     store_timeout: float = 5.0
+    store_failure: str = "open"
     sources: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -226,9 +237,8 @@ def _parse(setting, value, name):
             raise _invalid(name, "%s must be a string, got %r" % (name, value))
         return value
     if kind == "choice":
-        if value not in RETRY_PRESETS:
-            raise _invalid(name, "%s=%r is not a retry preset; use one of %s"
-                           % (name, value, ", ".join(sorted(RETRY_PRESETS))))
+        if value not in CHOICES[setting.key]:
+            raise _invalid(name, "%s=%r is not one of %s" % (name, value, ", ".join(sorted(CHOICES[setting.key]))))
         return value
     if kind == "duration?" and str(value).strip().lower() == "none":
         return None
@@ -277,12 +287,12 @@ def _given(value):
     return value is not None and not (isinstance(value, str) and value.strip() == "")
 
 
-def resolve_settings(resilience_option=None, environ=None, state_store=None):
+def resolve_settings(resilience_option=None, environ=None, state_store=None, store_failure=None):
     """Resolve every setting: option > env > preset > default; InvalidSpec lists all bad values.
 
     ``resilience_option`` is the module's ``resilience`` dict (None values mean "not set");
-    ``state_store`` the module's top-level ``state_store`` option; ``environ`` defaults to
-    ``os.environ``. Empty environment variables count as unset.
+    ``state_store`` and ``store_failure`` the module's top-level options of those names;
+    ``environ`` defaults to ``os.environ``. Empty environment variables count as unset.
     """
     environ = os.environ if environ is None else environ
     option = resilience_option if resilience_option is not None else {}
@@ -294,6 +304,7 @@ def resolve_settings(resilience_option=None, environ=None, state_store=None):
         errors.append(unknown)
     given = dict(option)
     given["state_store"] = state_store
+    given["store_failure"] = store_failure
     values, sources, given_as = {}, {}, {}
 
     def pick(setting, preset=None):

@@ -2,18 +2,30 @@
 
 A record is the JSON string at ``resilient_virt:<namespace>:<key>``; the set
 ``resilient_virt:<namespace>`` indexes the keys of a namespace for :meth:`RedisStore.items`.
+On a Redis Cluster the namespace is a hash tag (``resilient_virt:{<namespace>}:<key>`` and
+``resilient_virt:{<namespace>}``), so a record and its index live in one hash slot and one
+transaction can change both; a plain server or a Sentinel-watched primary keeps the names
+without braces, so existing data stays where it is.
 :meth:`RedisStore.update` is optimistic: WATCH the record, read it and the server clock, run
 ``fn``, then MULTI/EXEC; when another client changed the record meanwhile, EXEC fails and the
 whole read-modify-write (including ``fn``) runs again. ``now()`` is the Redis server's TIME so
-all machines agree. ``rediss://`` verifies the server certificate and host name unless the URL
+all machines agree (on a Cluster, the record and the clock are read by one EVAL on the node
+that owns the slot). ``rediss://`` verifies the server certificate and host name unless the URL
 explicitly says otherwise (``?ssl_cert_reqs=none``). Passwords never leave this object: ``url``,
 ``describe()``, ``repr()`` and error messages show ``***`` instead.
+
+Sentinel (``redis+sentinel://``, see ``redis_url``): the primary's address is asked of the
+Sentinels for every new connection, and a connection to a server that is no longer the
+primary is dropped; an operation that meets a failover fails as the store being unavailable
+(no retry), and the next store opened (the next task) talks to the new primary.
 
 Time limits: connecting and every socket read or write are bounded by the store's ``timeout``,
 and redis-py's own retries are off (a store outage is reported at once, not retried for
 seconds). An operation given a shorter ``timeout`` (what is left of a call's deadline) runs in
 a helper thread and is abandoned when it has not answered in time; the client's connections
-are then closed, which also ends the abandoned thread's wait.
+are then closed, which also ends the abandoned thread's wait. So does the first operation of a
+Sentinel or Cluster store, which may ask several Sentinels or nodes in turn before it finds its
+server; each Sentinel gets a share of the time limit, so a hung one leaves time to ask the next.
 """
 import json
 import random
@@ -27,6 +39,8 @@ from ansible_collections.resilient.virt.plugins.module_utils._state.store import
 __all__ = ("RedisStore", "PREFIX")
 
 PREFIX = "resilient_virt:"
+# The record and the server clock in one round trip, on the node that owns the record's slot.
+_READ_WITH_CLOCK = "return {redis.call('GET', KEYS[1]), redis.call('TIME')}"
 
 
 def _dumps(record):
@@ -34,18 +48,25 @@ def _dumps(record):
 
 
 class RedisStore(StateStore):
-    """State store on the Redis server at ``url`` (redis:// or rediss://)."""
+    """State store on the Redis server, Sentinel-watched primary or Cluster at ``url``."""
 
     def __init__(self, url, timeout=DEFAULT_TIMEOUT):
         import redis
-        from redis.backoff import NoBackoff
-        from redis.retry import Retry
 
         self.url = redact(url)
         self.timeout = float(timeout)
-        options = {"socket_timeout": self.timeout, "socket_connect_timeout": self.timeout,
-                   "health_check_interval": 30, "retry": Retry(NoBackoff(), 0)}
-        if url.lower().startswith("rediss://"):
+        self._client = None
+        self._sentinel = None
+        self._warm = False  # a Sentinel or Cluster store has found its servers once
+        scheme = url.split("://", 1)[0].lower()
+        self._spec = None
+        if "+" in scheme:
+            from ansible_collections.resilient.virt.plugins.module_utils._state.redis_url import (
+                parse_redis_url)
+            self._spec = parse_redis_url(url)
+            return
+        options = dict(self._socket_options(), health_check_interval=30)
+        if scheme == "rediss":
             options.update(ssl_cert_reqs="required", ssl_check_hostname=True)
         try:
             self._client = redis.Redis.from_url(url, **options)
@@ -54,73 +75,166 @@ class RedisStore(StateStore):
                               "redis://[:password@]host:port/db or rediss://..."
                               % (self.url, redact(exc))) from exc
 
-    @staticmethod
-    def _index(namespace):
+    @property
+    def cluster(self):
+        return self._spec is not None and self._spec.kind == "cluster"
+
+    def _socket_options(self, retry=True):
+        """Socket time limits, and no retries inside redis-py (``retry`` False: no argument)."""
+        options = {"socket_timeout": self.timeout, "socket_connect_timeout": self.timeout}
+        if retry:
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
+            options["retry"] = Retry(NoBackoff(), 0)
+        return options
+
+    def _tls_options(self):
+        spec = self._spec
+        if not spec.tls:
+            return {}
+        return {"ssl": True, "ssl_cert_reqs": "required" if spec.verify else "none",
+                "ssl_check_hostname": spec.verify, "ssl_ca_certs": spec.ssl_ca_certs}
+
+    def _connect(self):
+        """The redis-py client, made on first use (a Cluster client talks to the nodes at once)."""
+        if self._client is not None:
+            return self._client
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        spec = self._spec
+        auth = {"username": spec.username, "password": spec.password}
+        if spec.kind == "sentinel":
+            from redis.sentinel import Sentinel
+            share = self.timeout / (len(spec.nodes) + 1)  # a hung Sentinel leaves time for the next
+            sentinel_options = dict(self._socket_options(), socket_timeout=share,
+                                    socket_connect_timeout=share, username=spec.sentinel_username,
+                                    password=spec.sentinel_password, **self._tls_options())
+            self._sentinel = Sentinel(spec.nodes, sentinel_kwargs=sentinel_options,
+                                      **self._socket_options())
+            self._client = self._sentinel.master_for(
+                spec.service, db=spec.db, health_check_interval=30, **dict(auth, **self._tls_options()))
+        else:
+            from redis.cluster import ClusterNode, RedisCluster
+            self._client = RedisCluster(
+                startup_nodes=[ClusterNode(host, port) for host, port in spec.nodes],
+                retry=Retry(NoBackoff(), 0), **dict(auth, **self._socket_options(retry=False),
+                                                    **self._tls_options()))
+        return self._client
+
+    def _disconnect(self):
+        """Close every connection (to the servers and the Sentinels) this store holds."""
+        client = self._client
+        if client is None:
+            return
+        if self.cluster:
+            client.disconnect_connection_pools()
+        else:
+            client.connection_pool.disconnect()
+        for sentinel in (self._sentinel.sentinels if self._sentinel else ()):
+            sentinel.connection_pool.disconnect()
+
+    def _index(self, namespace):
         check_namespace(namespace)
-        return PREFIX + namespace
+        return PREFIX + ("{%s}" % namespace if self.cluster else namespace)
 
     def _key(self, namespace, key):
         return "%s:%s" % (self._index(namespace), key)
 
     def _run(self, operation, timeout=None):
-        """``operation()`` within the time limit, Redis failures turned into VirtErrors."""
+        """``operation(client)`` within the time limit, Redis failures turned into VirtErrors."""
         import redis
 
         self.check()
         limit = self.limit(timeout)
+
+        def run():
+            return operation(self._connect())
+
         try:
-            if limit >= self.timeout:
-                return operation()
+            if limit >= self.timeout and (self._spec is None or self._warm):
+                return run()
             from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import (
                 run_with_timeout)
-            return run_with_timeout(operation, limit, "state store %s" % self.url)
+            result = run_with_timeout(run, limit, "state store %s" % self.url)
+            self._warm = True
+            return result
         except Timeout as exc:
-            self._client.connection_pool.disconnect()  # ends the abandoned operation's wait
+            self._disconnect()  # ends the abandoned operation's wait
             raise self.fail("did not answer within %gs; check the server, or raise "
                             "resilience.store_timeout" % limit, exc) from exc
         except redis.exceptions.AuthenticationError as exc:
             raise Unauthorized("state store %s rejected the credentials (%s); fix the password "
                                "in state_store" % (self.url, redact(exc)), cause=exc) from exc
-        except redis.exceptions.RedisError as exc:
-            if "CERTIFICATE_VERIFY_FAILED" in str(exc):
-                raise Unauthorized("state store %s: TLS certificate verification failed (%s); "
-                                   "connect by a name the certificate lists, and add "
-                                   "?ssl_ca_certs=/path/ca.pem to the URL to trust a private CA"
-                                   % (self.url, redact(exc)), cause=exc) from exc
-            raise self.fail("is unavailable: %s: %s" % (type(exc).__name__, redact(exc)), exc) from exc
+        except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException) as exc:
+            raise self._failure(exc) from exc
+
+    def _failure(self, exc):
+        """The VirtError for a redis-py failure that is not a time limit."""
+        from redis.sentinel import MasterNotFoundError
+
+        text = str(exc)
+        detail = redact(exc)
+        if isinstance(exc, MasterNotFoundError):  # its text holds every Sentinel client's repr
+            detail = "no Sentinel (%s) named a primary for %r" % (
+                ", ".join("%s:%d" % node for node in self._spec.nodes), self._spec.service)
+        if "CERTIFICATE_VERIFY_FAILED" in text:
+            return Unauthorized("state store %s: TLS certificate verification failed (%s); "
+                                "connect by a name the certificate lists, and add "
+                                "?ssl_ca_certs=/path/ca.pem to the URL to trust a private CA"
+                                % (self.url, detail), cause=exc)
+        if "AuthenticationError" in text and isinstance(exc, MasterNotFoundError):
+            return Unauthorized("state store %s: the Sentinels rejected the credentials (%s); "
+                                "fix sentinel_username/sentinel_password in state_store"
+                                % (self.url, detail), cause=exc)
+        if "invalid username-password pair" in text:  # how a Cluster client reports it
+            return Unauthorized("state store %s rejected the credentials (%s); fix the password "
+                                "in state_store" % (self.url, detail), cause=exc)
+        if isinstance(exc, MasterNotFoundError):
+            return self.fail("is unavailable: %s; check that the Sentinels run and watch that "
+                             "master name" % detail, exc)
+        return self.fail("is unavailable: %s: %s" % (type(exc).__name__, detail), exc)
 
     def get(self, namespace, key, timeout=None):
-        raw = self._run(lambda: self._client.get(self._key(namespace, key)), timeout)
+        rkey = self._key(namespace, key)
+        raw = self._run(lambda client: client.get(rkey), timeout)
         return None if raw is None else json.loads(raw)
 
     def items(self, namespace, prefix="", timeout=None):
         index = self._index(namespace)
 
-        def read():
-            keys = sorted(k for k in (m.decode() for m in self._client.smembers(index))
+        def read(client):
+            keys = sorted(k for k in (m.decode() for m in client.smembers(index))
                           if k.startswith(prefix))
-            values = self._client.mget(["%s:%s" % (index, k) for k in keys]) if keys else []
+            values = client.mget(["%s:%s" % (index, k) for k in keys]) if keys else []
             return {k: json.loads(v) for k, v in zip(keys, values) if v is not None}
 
         return self._run(read, timeout)
 
     def update(self, namespace, key, fn, timeout=None):
-        return self._run(lambda: self._update(namespace, key, fn), timeout)
+        return self._run(lambda client: self._update(client, namespace, key, fn), timeout)
 
-    def _update(self, namespace, key, fn):
+    def _read(self, pipe, rkey):
+        """The record's raw value and the server clock, in a pipeline that WATCHes ``rkey``."""
+        if self.cluster:
+            raw, (seconds, micros) = pipe.execute_command("EVAL", _READ_WITH_CLOCK, 1, rkey)
+            return raw, int(seconds) + int(micros) / 1e6
+        raw = pipe.get(rkey)
+        seconds, micros = pipe.time()
+        return raw, seconds + micros / 1e6
+
+    def _update(self, client, namespace, key, fn):
         from redis.exceptions import WatchError
 
         index = self._index(namespace)
         rkey = "%s:%s" % (index, key)
         conflicts = 0
-        with self._client.pipeline() as pipe:
+        with client.pipeline(transaction=True) as pipe:
             while True:
                 try:
                     pipe.watch(rkey)
-                    raw = pipe.get(rkey)
-                    seconds, micros = pipe.time()
-                    new, result = fn(None if raw is None else json.loads(raw),
-                                     seconds + micros / 1e6)
+                    raw, now = self._read(pipe, rkey)
+                    new, result = fn(None if raw is None else json.loads(raw), now)
                     if new is None:
                         if raw is None:
                             return result
@@ -143,8 +257,8 @@ class RedisStore(StateStore):
     def delete(self, namespace, key, timeout=None):
         index = self._index(namespace)
 
-        def remove():
-            with self._client.pipeline(transaction=True) as pipe:
+        def remove(client):
+            with client.pipeline(transaction=True) as pipe:
                 pipe.delete("%s:%s" % (index, key))
                 pipe.srem(index, key)
                 pipe.execute()
@@ -152,9 +266,18 @@ class RedisStore(StateStore):
         self._run(remove, timeout)
 
     def now(self):
-        seconds, micros = self._run(self._client.time)
-        return seconds + micros / 1e6
+        def clock(client):
+            if self.cluster:  # one node's clock, always the same one
+                seconds, micros = client.eval("return redis.call('TIME')", 1, PREFIX + "clock")
+                return int(seconds) + int(micros) / 1e6
+            seconds, micros = client.time()
+            return seconds + micros / 1e6
+
+        return self._run(clock)
 
     def close(self):
-        self._client.close()
+        if self._client is not None:
+            self._client.close()
+        for sentinel in (self._sentinel.sentinels if self._sentinel else ()):
+            sentinel.close()
         self.closed = True

@@ -13,6 +13,12 @@ Store URLs (option ``state_store``, env ``RESILIENT_VIRT_STATE_STORE``):
 * ``redis://[:password@]host:port/db`` - a Redis server.
 * ``rediss://[:password@]host:port/db`` - Redis over TLS; the server certificate and host name
   are verified. Add ``?ssl_ca_certs=/path/ca.pem`` for a private CA.
+* ``redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]`` - the primary
+  that Redis Sentinels (the hosts) watch under the master name ``service``; the Sentinels'
+  own credentials go in ``?sentinel_username=...&sentinel_password=...``.
+* ``redis+cluster://[[user]:password@]host:port[,host:port...]`` - a Redis Cluster (any nodes).
+* ``rediss+sentinel://`` and ``rediss+cluster://`` - the same over TLS, verified as above
+  (``?ssl_ca_certs=/path/ca.pem``). See ``redis_url`` for every detail.
 """
 import os
 import re
@@ -20,13 +26,16 @@ import re
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, StoreUnavailable, redact)
 
-__all__ = ("StateStore", "open_store", "default_store_url", "ENV_VAR", "DEFAULT_TIMEOUT")
+__all__ = ("StateStore", "open_store", "default_store_url", "ENV_VAR", "DEFAULT_TIMEOUT", "ACCEPTED_FORMS")
 
 ENV_VAR = "RESILIENT_VIRT_STATE_STORE"
 DEFAULT_TIMEOUT = 5.0  # seconds one operation may take when the caller gives no limit
 _NAMESPACE = re.compile(r"^[A-Za-z0-9_.-]+$")
-_ACCEPTED = ("sqlite:///abs/path/state.db, sqlite://~/path/state.db, "
-             "redis://[:password@]host:port/db, rediss://[:password@]host:port/db")
+ACCEPTED_FORMS = ("sqlite:///abs/path/state.db, sqlite://~/path/state.db, "
+                  "redis://[:password@]host:port/db, rediss://[:password@]host:port/db, "
+                  "redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]"
+                  "[?sentinel_password=...], redis+cluster://[[user]:password@]host:port[,host:port...] "
+                  "(rediss+sentinel:// and rediss+cluster:// for TLS)")
 _OPEN = {}  # (pid, url) -> store opened by open_store in this process
 
 
@@ -119,11 +128,12 @@ def _open(url, timeout):
     if scheme == "sqlite":
         from ansible_collections.resilient.virt.plugins.module_utils._state.sqlite import SQLiteStore
         return SQLiteStore(_sqlite_path(url), timeout)
-    if scheme in ("redis", "rediss"):
+    if scheme in ("redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster",
+                  "rediss+cluster"):
         from ansible_collections.resilient.virt.plugins.module_utils._state.redis import RedisStore
         return RedisStore(url, timeout)
     raise InvalidSpec("state_store %r is not a supported URL; accepted forms: %s (or set %s)"
-                      % (redact(url), _ACCEPTED, ENV_VAR))
+                      % (redact(url), ACCEPTED_FORMS, ENV_VAR))
 
 
 def open_store(url=None, environ=None, timeout=None):

@@ -117,6 +117,11 @@ class GuardedProvider:
         return self.provider.reconfigurable
 
     @property
+    def stats(self):
+        """What the policy did so far (a ``stats.CallStats``): the task's ``resilience`` result."""
+        return self.policy.stats
+
+    @property
     def warnings(self):
         """What the user should know: the backend's warnings, then the policy's."""
         return list(self.provider.warnings) + [w for w in self.policy.warnings

@@ -227,11 +227,13 @@ def _check_config(config):
     return type_name
 
 
-def provider_key(config, plugins=()):
-    """The key (breaker and rate limit name) of the provider ``config``, without connecting."""
+def provider_key(config, plugins=(), environ=None):
+    """The key (breaker and rate limit name) of the provider ``config``, without connecting;
+    ``environ`` (default: this process's) gives the options' environment fallbacks."""
     type_name = _check_config(config)
-    manager = plugin_manager(plugins) if plugins else _shared_manager(type_name, os.environ)
-    return provider_class(type_name, manager)(config).key
+    environ = os.environ if environ is None else environ
+    manager = plugin_manager(plugins, environ) if plugins else _shared_manager(type_name, environ)
+    return provider_class(type_name, manager)(config, environ=environ).key
 
 
 def open_provider(config, settings=None, store=None, plugins=(), environ=None):
@@ -239,7 +241,8 @@ def open_provider(config, settings=None, store=None, plugins=(), environ=None):
 
     ``settings``: a ResilienceSettings (default: resolved from the environment); ``store``: the
     StateStore (default: ``open_store(settings.state_store)``); ``plugins``: extra plugin
-    objects (observers, fault injectors, backends).
+    objects (observers, fault injectors, backends); ``environ``: the task's environment (default:
+    this process's), for the plugins, settings and store and the options' environment fallbacks.
     """
     from ansible_collections.resilient.virt.plugins.module_utils.providers._guarded import (
         GuardedProvider)
@@ -247,7 +250,7 @@ def open_provider(config, settings=None, store=None, plugins=(), environ=None):
     type_name = _check_config(config)
     environ = os.environ if environ is None else environ
     manager = plugin_manager(plugins, environ) if plugins else _shared_manager(type_name, environ)
-    provider = provider_class(type_name, manager)(config)
+    provider = provider_class(type_name, manager)(config, environ=environ)
     if settings is None:
         from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import (
             resolve_settings)

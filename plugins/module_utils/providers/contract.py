@@ -28,23 +28,33 @@ extend it with what their platform refuses or mishandles. Secret options (``Opti
 must have names that ``masking.is_secret_key`` recognises (``password``, ``api_token``...), so
 that modules can mask them before anything is loaded; a backend that declares another name fails
 to load. :meth:`Provider.scrub` removes the configuration's secrets from any text.
+
+Environment fallbacks: ``Option(env="NAME")`` takes the value of the task's environment variable
+``NAME`` when the provider dict leaves the key unset (absent or None) and the variable is set and
+not empty (``environ``, given by the registry, is the task's environment; none is read when it is
+None). Such a value is checked like a given one, and errors about it name the variable
+(:meth:`Provider.option_path`). A secret option's variable must have a name
+``masking.is_secret_variable`` recognises (``VMWARE_PASSWORD``): modules mask the values of such
+variables before anything is loaded.
 """
 from __future__ import annotations
 
 import copy
 import fnmatch
 import unicodedata
+from collections.abc import Mapping
 from typing import Any, Callable, ClassVar
 
 from ansible_collections.resilient.virt.plugins.module_utils._convert import (
     parse_duration, to_bool, to_float, to_int)
 from ansible_collections.resilient.virt.plugins.module_utils._masking import (
-    is_secret_key, scrub, secret_values)
+    SECRET_VARIABLE_ENDINGS, is_secret_key, is_secret_variable, scrub, secret_values)
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, NotSupported, VirtError, field_error, field_errors, redact)
 
 __all__ = ("CAPABILITIES", "POWER_ACTIONS", "VM_STATES", "VM_FIELDS", "NO_GUEST", "Option", "Provider",
-           "new_vm", "required_text", "check_filters", "match_filters", "config_errors")
+           "new_vm", "required_text", "check_filters", "match_filters", "config_errors",
+           "from_environment")
 
 CAPABILITIES = ("validate", "list_hypervisors", "list_vms", "describe", "find", "create",
                 "delete", "power", "reconfigure", "task_status", "migrate")
@@ -60,18 +70,20 @@ NO_GUEST = {"agent": False, "agent_state": None, "os": None, "hostname": None}
 class Option:
     """One key of a provider dict: ``kind`` str|int|ratio|bool|list|duration, default, choices.
 
-    ``secret`` options (passwords, tokens) are never shown in errors or results.
+    ``secret`` options (passwords, tokens) are never shown in errors or results. ``env`` names
+    the environment variable whose value is used when the provider dict leaves the key unset.
     """
 
     def __init__(self, kind: str = "str", default: Any = None, required: bool = False,
                  choices: tuple[Any, ...] | None = None, secret: bool = False,
-                 doc: str = ""):
+                 doc: str = "", env: str | None = None):
         self.kind = kind
         self.default = default
         self.required = required
         self.choices = choices
         self.secret = secret
         self.doc = doc
+        self.env = env
 
     def convert(self, value: Any, path: str) -> Any:
         """Return ``value`` converted to this option's kind; ValueError says what is wrong."""
@@ -111,16 +123,38 @@ _CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "str": _to_str, "int": to_int, "ratio": _to_ratio, "bool": to_bool, "list": _to_list}
 
 
-def config_errors(options: dict[str, Option], config: dict[str, Any],
-                  type_name: str | None) -> tuple[dict[str, Any], list[dict[str, str]]]:
+def from_environment(options: dict[str, Option], config: dict[str, Any],
+                     environ: Mapping[str, str] | None) -> dict[str, str]:
+    """The keys ``config`` leaves unset (absent or None) whose option's ``env`` variable is set
+    and not empty in ``environ``: key -> variable name (empty when ``environ`` is None)."""
+    if not environ:
+        return {}
+    return dict((key, option.env) for key, option in options.items()
+                if option.env and config.get(key) is None and environ.get(option.env))
+
+
+def _with_environment(options: dict[str, Option], config: dict[str, Any],
+                      environ: Mapping[str, str] | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """(``config`` with the values of its environment fallbacks, :func:`from_environment`)."""
+    sources = from_environment(options, config, environ)
+    values = dict(config)
+    values.update((key, (environ or {})[name]) for key, name in sources.items())
+    return values, sources
+
+
+def config_errors(options: dict[str, Option], config: dict[str, Any], type_name: str | None,
+                  environ: Mapping[str, str] | None = None
+                  ) -> tuple[dict[str, Any], list[dict[str, str]]]:
     """Check ``config`` against ``options``: (clean dict, [{"path", "message"}...]).
 
-    Keys whose value is None count as unset. Unknown keys are errors (typos are caught);
-    secret values are never echoed.
+    Keys whose value is None count as unset; an unset key with an ``env`` variable set in
+    ``environ`` takes its value, and errors about it name the variable. Unknown keys are errors
+    (typos are caught); secret values are never echoed.
     """
     clean, errors = {}, []
-    for key, value in config.items():
-        path = "provider.%s" % key
+    values, sources = _with_environment(options, config, environ)
+    for key, value in values.items():
+        path = sources.get(key) or "provider.%s" % key
         option = options.get(key)
         if value is None:
             continue
@@ -136,13 +170,15 @@ def config_errors(options: dict[str, Option], config: dict[str, Any],
         except ValueError as exc:
             hidden = option.secret or is_secret_key(key)
             shown = "(hidden)" if hidden else "=" + redact(repr(value))[:80]
-            errors.append({"path": path, "message": "%s%s: %s" % (path, shown, exc)})
+            origin = " (from the environment)" if key in sources else ""
+            errors.append({"path": path, "message": "%s%s%s: %s" % (path, shown, origin, exc)})
     for key, option in options.items():
         if key in clean:
             continue
         if option.required:
+            hint = "; give it, or set the environment variable %s" % option.env if option.env else ""
             errors.append({"path": "provider.%s" % key, "message": "provider.%s is required by "
-                           "the %s provider" % (key, type_name)})
+                           "the %s provider%s" % (key, type_name, hint)})
         elif option.default is not None:
             clean[key] = copy.copy(option.default)
     return clean, errors
@@ -172,18 +208,35 @@ class Provider:
                 "secret, so they could not be masked before validation; name them with password, "
                 "token, secret, api_key, private_key or credential"
                 % (cls.__module__, cls.__name__, ", ".join(hidden)))
+        variables = sorted(str(option.env) for option in cls.options.values()
+                           if option.secret and option.env and not is_secret_variable(option.env))
+        if variables:
+            raise TypeError(
+                "%s.%s reads secret options from the environment variable(s) %s, whose names are "
+                "not recognised as secret, so their values could not be masked before validation; "
+                "end their names with one of %s" % (cls.__module__, cls.__name__, ", ".join(variables),
+                                                    ", ".join(SECRET_VARIABLE_ENDINGS)))
 
-    def __init__(self, config: dict[str, Any]):
+    def __init__(self, config: dict[str, Any], environ: Mapping[str, str] | None = None):
+        """``environ``: the task's environment, for the options' ``env`` fallbacks (None: none);
+        a backend that overrides ``__init__`` passes it on."""
         if not isinstance(config, dict):
             raise InvalidSpec("provider must be a dict such as {type: %s, ...}, not %s"
                               % (self.type_name, type(config).__name__))
-        self._secrets = secret_values(config)
-        clean, errors = config_errors(self.options, config, self.type_name)
+        given, sources = _with_environment(self.options, config, environ)
+        self.sources: dict[str, str] = sources  # key -> the environment variable its value came from
+        self._secrets = secret_values(given)
+        clean, errors = config_errors(self.options, config, self.type_name, environ)
         if errors:
             raise field_errors(errors, "invalid provider")
         clean["type"] = self.type_name
         self.config: dict[str, Any] = clean
         self.warnings: list[str] = []  # things the user should know (insecure settings...); modules show them
+
+    def option_path(self, key: str) -> str:
+        """What errors about option ``key`` name: ``provider.<key>``, or the environment variable
+        its value came from."""
+        return self.sources.get(key) or "provider.%s" % key
 
     def scrub(self, text: str) -> str:
         """``text`` without this provider's secrets (secret options, passwords inside URLs)."""

@@ -1,8 +1,10 @@
-"""State store fixtures: a SQLite file in tmp_path and a real, private redis-server."""
+"""State store fixtures: a SQLite file in tmp_path, a real, private redis-server, and real
+Sentinel (primary, replica, three Sentinels) and Cluster (three primaries) setups."""
 import os
 
 import pytest
 from redis_server import RedisServer, require_redis_server
+from redis_topologies import ClusterSetup, SentinelSetup, require_redis_topologies
 
 from paths import COLLECTIONS
 
@@ -47,9 +49,43 @@ def sqlite_url(tmp_path):
     return "sqlite://%s" % (tmp_path / "state" / "state.db")
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(scope="session")
+def redis_sentinel():
+    """A private primary, replica and three Sentinels for the session."""
+    require_redis_server()
+    require_redis_topologies()
+    setup = SentinelSetup()
+    yield setup
+    setup.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster():
+    """A private three-primary Redis Cluster for the session."""
+    require_redis_server()
+    require_redis_topologies()
+    setup = ClusterSetup()
+    yield setup
+    setup.stop()
+
+
+@pytest.fixture
+def sentinel_url(redis_sentinel):
+    """redis+sentinel:// URL of the emptied Sentinel setup (with both passwords)."""
+    redis_sentinel.flush()
+    return redis_sentinel.url()
+
+
+@pytest.fixture
+def cluster_url(redis_cluster):
+    """redis+cluster:// URL of the emptied Cluster (with its password)."""
+    redis_cluster.flush()
+    return redis_cluster.url()
+
+
+@pytest.fixture(params=["sqlite", "redis", "sentinel", "cluster"])
 def store_url(request):
-    """Each test using it runs once on SQLite and once on Redis."""
+    """Each test using it runs on SQLite, Redis, Redis through Sentinel and a Redis Cluster."""
     return request.getfixturevalue(request.param + "_url")
 
 

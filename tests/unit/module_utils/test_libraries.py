@@ -12,6 +12,9 @@ def test_a_task_needs_the_core_its_backends_and_its_store():
                                           "requests"}
     assert libraries.needed({}, {"RESILIENT_VIRT_STATE_STORE": "rediss://h:6380/0"}) == {
         "pluggy", "tenacity", "jsonschema", "redis"}
+    for url in ("redis+sentinel://s1,s2/svc", "REDISS+SENTINEL://s1/svc", "redis+cluster://n1",
+                "rediss+cluster://n1"):
+        assert libraries.needed({"state_store": url}, {}) == {"pluggy", "tenacity", "jsonschema", "redis"}
     assert libraries.needed({"provider": {"type": "thirdparty"}, "state_store": "sqlite:///x"},
                             {}) == {"pluggy", "tenacity", "jsonschema"}
 

@@ -52,6 +52,11 @@ def test_url_passwords_and_redaction():
     assert url_passwords("admin:Secret99@vc.example.com") == ["Secret99"]
     assert url_passwords("qemu+tcp://bob:pw@127.0.0.1/system") == ["pw"]
     assert redact("redis://:pw@h:1/0 token=abc") == "redis://***@h:1/0 token=***"
+    sentinel = "redis+sentinel://:Srv-pw99@h1:1,h2:2/svc/0?sentinel_password=Sent-pw99&x=1"
+    assert url_passwords(sentinel) == ["Srv-pw99", "Sent-pw99"]
+    assert redact(sentinel) == "redis+sentinel://***@h1:1,h2:2/svc/0?sentinel_password=***&x=1"
+    assert redact("?sentinel_pasword=Typo-pw99") == "?sentinel_pasword=***"  # a misspelt name too
+    assert redact("bypass=1&compass=2") == "bypass=1&compass=2"
 
 
 def test_scrub_removes_given_secrets_and_url_passwords():

@@ -122,13 +122,21 @@ def _module_args(name):
 
 
 def run_module(module_class, args):
-    """Run ``module_class`` as Ansible would; return (result dict, everything it printed)."""
+    """Run ``module_class`` as Ansible would in a module process; return (result dict, everything
+    it printed). A test that imported controller code (an action plugin) has made this process a
+    controller, where warnings are displayed instead of returned: a module process is not one."""
+    from ansible.module_utils import _internal
+
     ansible_warnings._global_warnings.clear()
     ansible_warnings._global_deprecations.clear()
     out = io.StringIO()
-    with patch_module_args(args), contextlib.redirect_stdout(out), \
-            contextlib.redirect_stderr(out), pytest.raises(SystemExit):
-        module_class.main()
+    was_controller, _internal.is_controller = _internal.is_controller, False
+    try:
+        with patch_module_args(args), contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(out), pytest.raises(SystemExit):
+            module_class.main()
+    finally:
+        _internal.is_controller = was_controller
     printed = out.getvalue()
     return json.loads(printed.strip().splitlines()[-1]), printed
 

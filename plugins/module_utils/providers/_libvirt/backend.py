@@ -28,6 +28,8 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs
 from ansible_collections.resilient.virt.plugins.module_utils.providers._reconfigure import list_changes
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import (
     DOMAIN_TYPES, SEED_ROLE, managed_volumes, name_problem, parse_domain_xml)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.ssh import (
+    ENV as SSH_ENV, is_ssh, ssh_problem, ssh_uri)
 
 __all__ = ("LibvirtProvider", "resilient_virt_provider_types", "PATTERNS")
 
@@ -51,7 +53,9 @@ _CODES = (
                 "NO_DOMAIN_BACKUP")),
     (Unauthorized, ("AUTH_FAILED", "AUTH_CANCELLED", "AUTH_UNAVAILABLE", "ACCESS_DENIED",
                     "OPERATION_DENIED")),
-    (Unavailable, ("NO_CONNECT", "RPC", "INVALID_CONN")),
+    # SSH and LIBSSH: the SSH failures ssh.ssh_problem does not tell apart (the remote daemon
+    # or its socket gone, the connection dropped)
+    (Unavailable, ("NO_CONNECT", "RPC", "INVALID_CONN", "SSH", "LIBSSH")),
     (Timeout, ("OPERATION_TIMEOUT",)),
     (InvalidSpec, ("XML_ERROR", "XML_DETAIL", "INVALID_ARG", "CONFIG_UNSUPPORTED",
                    "XML_INVALID_SCHEMA", "OVERFLOW")),
@@ -145,7 +149,8 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
     reconfigurable = frozenset(("vcpus", "memory_mb", "metadata", "tags", "disks", "interfaces",
                                 "autostart", "boot"))
     options = dict(Provider.options, **{
-        "uri": Option(default="qemu:///system", doc="libvirt connection URI; " + _URI_HELP),
+        "uri": Option(default="qemu:///system", env="LIBVIRT_DEFAULT_URI",
+                      doc="libvirt connection URI; " + _URI_HELP),
         "username": Option(doc="User name for libvirt authentication (SASL), when asked."),
         "password": Option(secret=True, doc="Password for libvirt authentication, when asked."),
         "storage_pool": Option(default="default",
@@ -158,13 +163,29 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
         "cpu_allocation_ratio": Option(kind="ratio", default=1.0,
                                        doc="Virtual CPUs allowed per physical CPU; the hypervisor's "
                                            "cpu capacity reported to failover planning is cpus x ratio."),
+        "ssh_key_file": Option(env=SSH_ENV["ssh_key_file"],
+                               doc="SSH private key file (without a passphrase) for an SSH URI "
+                                   "(qemu+ssh://, qemu+libssh://): libvirt's keyfile parameter "
+                                   "(ssh.py)."),
+        "ssh_known_hosts": Option(env=SSH_ENV["ssh_known_hosts"],
+                                  doc="Known-hosts file that lists the SSH host key of the URI's "
+                                      "host; with qemu+ssh:// the connection uses libvirt's libssh "
+                                      "transport, which honours it (ssh.py)."),
+        "ssh_verify_host_key": Option(kind="bool", default=True, env=SSH_ENV["ssh_verify_host_key"],
+                                      doc="Whether the SSH host key is verified; false accepts any "
+                                          "host key, with a warning."),
     })
 
-    def __init__(self, config):
-        super().__init__(config)
+    def __init__(self, config, environ=None):
+        super().__init__(config, environ)
         if not re.match(_URI, self.config["uri"]):
-            raise field_error("provider.uri", "%r is not a libvirt URI; %s"
+            raise field_error(self.option_path("uri"), "%r is not a libvirt URI; %s"
                               % (redact(self.config["uri"]), _URI_HELP))
+        given = set(key for key in SSH_ENV if config.get(key) is not None or key in self.sources)
+        self._uri, warnings = ssh_uri(self.config["uri"], self.config, given, set(self.sources),
+                                      self.option_path)
+        self.warnings.extend(warnings)
+        self._ssh = is_ssh(self._uri)
         self._hostname = None
         self._offered = None  # (domain type, its warning, CPU modes) once read
         self._shared = SharedConnection(self._open, lambda conn: conn.close(), CLOSE_TIMEOUT,
@@ -179,7 +200,7 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
     # -- connection ---------------------------------------------------------------------------
     def _open(self):
         lv = _libvirt()
-        uri = self.config["uri"]
+        uri = self._uri
         if "username" not in self.config and "password" not in self.config:
             return lv.open(uri)
         answers = {lv.VIR_CRED_AUTHNAME: self.config.get("username", ""),
@@ -201,6 +222,10 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
         lv = sys.modules["libvirt"]
         message = "libvirt (%s): %s" % (self.key, redact(exc.get_error_message() or exc))
         details = {"libvirt_code": code, "libvirt_domain": exc.get_error_domain()}
+        if self._ssh:
+            fix = ssh_problem(message, self._uri, self.option_path)
+            if fix:
+                return Unauthorized("%s; %s" % (message, fix), cause=exc, details=details)
         for klass, names in _CODES:
             if code in _codes(lv, names):
                 return klass(message, cause=exc, details=details)
@@ -271,7 +296,7 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
     # -- operations ---------------------------------------------------------------------------
     def validate(self):
         conn = self._connection()
-        return {"uri": redact(self.config["uri"]), "hostname": conn.getHostname(),
+        return {"uri": redact(self._uri), "hostname": conn.getHostname(),
                 "driver": conn.getType(), "libvirt_version": _version(conn.getLibVersion()),
                 "hypervisor_version": _version(conn.getVersion())}
 

@@ -6,9 +6,9 @@ provider object and logged out by ``close()``, which never waits more than a few
 Reads use one PropertyCollector call per query instead of one SOAP call per attribute.
 
 Security: ``protocol`` is https and the server certificate is verified against the system's
-trusted CAs unless ``validate_certs`` is false; plain http is used only when asked for
-(``protocol: http``, e.g. a simulator on loopback). Either choice adds a message to
-``warnings``. The password never appears in errors, results or ``repr()``.
+trusted CAs, or the CAs of ``ca_path``, unless ``validate_certs`` is false (``tls.py``); plain
+http is used only when asked for (``protocol: http``, e.g. a simulator on loopback). Either
+choice adds a message to ``warnings``. The password never appears in errors, results or ``repr()``.
 
 Asynchronous vSphere tasks are polled until they end or ``task_timeout`` passes; the Timeout
 then carries the task id (``details.task_id``) for ``task_status``. A call abandoned by the
@@ -26,7 +26,6 @@ setting one raises NotSupported.
 """
 import re
 import socket
-import ssl
 import time
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
@@ -42,6 +41,8 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.
     SESSION_LOST, classify_fault, fault_name)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.spec import (
     MAX_NAME_LENGTH)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.tls import (
+    certificate_error, check_ca_path, ssl_context)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.inventory import (
     COMPUTE_PATHS, HOST_PATHS, VM_PATHS, custom_values, datastore_of, host_fields, retrieve,
     retrieve_view, vm_fields)
@@ -100,15 +101,20 @@ class VSphereProvider(SharedConnectionMixin, Provider):
     reconfigurable = frozenset(("vcpus", "memory_mb", "metadata", "tags", "disks", "interfaces",
                                 "placement"))
     options = dict(Provider.options, **{
-        "host": Option(required=True, doc="vCenter or ESXi host name or address."),
-        "port": Option("int", default=443, doc="Port of the SOAP API (/sdk)."),
+        "host": Option(required=True, env="VMWARE_HOST", doc="vCenter or ESXi host name or address."),
+        "port": Option("int", default=443, env="VMWARE_PORT", doc="Port of the SOAP API (/sdk)."),
         "protocol": Option(default="https", choices=("https", "http"),
                            doc="https; http only for a simulator or lab on loopback."),
-        "username": Option(required=True, doc="User name, e.g. administrator@vsphere.local."),
-        "password": Option(secret=True, required=True, doc="Password of username."),
-        "validate_certs": Option("bool", default=True,
+        "username": Option(required=True, env="VMWARE_USER",
+                           doc="User name, e.g. administrator@vsphere.local."),
+        "password": Option(secret=True, required=True, env="VMWARE_PASSWORD", doc="Password of username."),
+        "validate_certs": Option("bool", default=True, env="VMWARE_VALIDATE_CERTS",
                                  doc="Verify the server certificate (https). Keep true outside "
                                      "a lab: false lets a man in the middle read the password."),
+        "ca_path": Option(env="VMWARE_CA_PATH",
+                          doc="CA certificates to verify the server with instead of the "
+                              "system's: a PEM file (bundle), or a directory of them named by "
+                              "subject hash (openssl rehash). For a vCenter behind a private CA."),
         "datacenter": Option(doc="Only use this datacenter (default: all)."),
         "timeout": Option("duration", default=60.0,
                           doc="Time limit of the login and of each SOAP request."),
@@ -121,25 +127,27 @@ class VSphereProvider(SharedConnectionMixin, Provider):
                                    "API; created when a tag is first set)."),
     })
 
-    def __init__(self, config):
-        super().__init__(config)
+    def __init__(self, config, environ=None):
+        super().__init__(config, environ)
         port = self.config["port"]
         if not 0 < port < 65536:
-            raise field_error("provider.port", "%d is not a TCP port (1-65535)" % port)
+            raise field_error(self.option_path("port"), "%d is not a TCP port (1-65535)" % port)
         if not _HOST.match(self.config["host"]):
-            raise field_error("provider.host", "must be a host name or an IP address only (without "
-                              "scheme, user, password, port or path): put the user "
+            raise field_error(self.option_path("host"), "must be a host name or an IP address only "
+                              "(without scheme, user, password, port or path): put the user "
                               "in provider.username, the password in "
                               "provider.password and the port in provider.port")
+        if "ca_path" in self.config:
+            self.config["ca_path"] = check_ca_path(self.config["ca_path"], self.option_path("ca_path"))
         if self.config["protocol"] == "http":
             self.warnings.append(
                 "provider.protocol is http: the session with %s, password included, is not "
                 "encrypted; use https outside a loopback lab" % self.endpoint())
         elif not self.config["validate_certs"]:
             self.warnings.append(
-                "provider.validate_certs is false: the certificate of %s is not verified, so a "
-                "man in the middle could read the password; trust the server's CA instead"
-                % self.endpoint())
+                "%s is false: the certificate of %s is not verified, so a man in the middle could "
+                "read the password; give the server's CA in provider.ca_path instead"
+                % (self.option_path("validate_certs"), self.endpoint()))
         self._shared = SharedConnection(self._login, _logout,
                                         min(CLOSE_TIMEOUT, self.config["timeout"]),
                                         "vSphere logout from %s" % self.endpoint())
@@ -165,16 +173,8 @@ class VSphereProvider(SharedConnectionMixin, Provider):
 
     # -- sessions -----------------------------------------------------------------------------
     def _ssl_context(self):
-        """The TLS context of both APIs (None for http): the system's trusted CAs, or no
-        verification when validate_certs is false."""
-        if self.config["protocol"] != "https":
-            return None
-        # always an explicit context: given none, pyVmomi skips verification for localhost
-        context = ssl.create_default_context()
-        if not self.config["validate_certs"]:
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        return context
+        """The TLS context of both APIs (None for http): see ``tls.py``."""
+        return ssl_context(self.config)
 
     def _login(self):
         from pyVim.connect import SmartConnect
@@ -193,7 +193,9 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.tagging import (
             TagClient)
 
-        return TagClient(self.config, self._ssl_context(), self.scrub)
+        return TagClient(self.config, self._ssl_context(), self.scrub,
+                         lambda exc, where: certificate_error(exc, self.config, where,
+                                                              self.option_path("ca_path")))
 
     def _tags(self):
         """The REST session for tags, logged in on first use and again once it ended."""
@@ -239,7 +241,8 @@ class VSphereProvider(SharedConnectionMixin, Provider):
 
         A lost session (expired, or its container views gone) is dropped, so a retry logs in.
         """
-        err = classify_fault(exc)
+        err = classify_fault(exc) or certificate_error(
+            exc, self.config, "vSphere endpoint %s" % self.endpoint(), self.option_path("ca_path"))
         if err is None:
             err = self._network_error(exc)
         if err is None:

@@ -9,7 +9,8 @@ cost one request once the session knows the category and the tags it meets (tag 
 change category; a tag renamed meanwhile shows its old name until the next session).
 
 TLS is what the SOAP session does: ``ssl_context`` (the provider's) is the only trust, and no
-proxy, ``.netrc`` or CA bundle is taken from the environment. Failures are errors of the
+proxy, ``.netrc`` or CA bundle is taken from the environment; a certificate that fails
+verification is the provider's ``certificate_error`` (which says what to trust). Failures are errors of the
 taxonomy naming the endpoint, never the password or the session id: a refused login is
 Unauthorized, an endpoint without the API (an ESXi host) NotSupported, a session that expired
 Unavailable (the next call logs in again).
@@ -65,15 +66,18 @@ def _vapi_error(response):
 
 class TagClient:
     """A logged-in REST session of the vCenter ``config`` names, for the tags of its
-    ``tag_category``. ``scrub(text)`` removes the provider's secrets from text."""
+    ``tag_category``. ``scrub(text)`` removes the provider's secrets from text;
+    ``certificate_error(exc, where)`` is the error of a server certificate that failed
+    verification, else None."""
 
-    def __init__(self, config, ssl_context, scrub):
+    def __init__(self, config, ssl_context, scrub, certificate_error):
         self._base = "%s://%s:%d/rest/com/vmware/cis" % (config["protocol"], config["host"],
                                                          config["port"])
         self._where = "the vSphere REST API of %s:%d" % (config["host"], config["port"])
         self._timeout = config["timeout"]
         self._category_name = config["tag_category"]
         self._scrub = scrub
+        self._certificate_error = certificate_error
         self._session_id = None
         self._category = None  # id of the category, once found
         self._looked = False  # whether the category was looked for
@@ -95,6 +99,9 @@ class TagClient:
         try:
             return self._http.request(method, url, json=body, timeout=self._timeout, **kwargs)
         except requests.RequestException as exc:
+            err = self._certificate_error(exc, self._where)
+            if err is not None:
+                raise err from None
             err = classify(exc)
             if isinstance(err, Timeout):
                 err.message = "%s did not answer within %gs" % (self._where, self._timeout)

@@ -1,4 +1,5 @@
-"""Breaker and rate limiter shared by many processes (each test runs on SQLite and Redis).
+"""Breaker and rate limiter shared by many processes (each test runs on every store: SQLite,
+Redis, Redis through Sentinel, a Redis Cluster).
 
 The workers are this file run as a script (``python test_multiprocess.py ROLE PARAMS``), so it
 imports nothing heavy at module level: eight worker start-ups stay cheap.

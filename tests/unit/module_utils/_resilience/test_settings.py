@@ -45,7 +45,7 @@ def test_table_matches_settings_fields_and_brief_names():
         "timeout_validate", "timeout_task_status", "store_timeout"}
     for s in C.SETTINGS:
         assert s.description and s.kind in ("duration", "duration?", "int", "float", "str", "choice")
-        assert s.option == ("state_store" if s.key == "state_store" else "resilience." + s.key)
+        assert s.option == (s.key if s.key in ("state_store", "store_failure") else "resilience." + s.key)
 
 
 def test_defaults():

@@ -1,10 +1,10 @@
 """Redis store specifics against a real redis-server: optimistic retry, secrets, TLS, errors."""
 import os
-import subprocess
 import time
 
 import pytest
 import redis
+from redis_server import make_tls_files
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, StoreUnavailable, Unauthorized, Unavailable)
@@ -83,20 +83,9 @@ def test_invalid_url_is_invalid_spec():
 @pytest.fixture(scope="module")
 def tls_server(tmp_path_factory, start_redis_server):
     """A redis-server speaking only TLS, with a certificate for 127.0.0.1 from a private CA."""
-    d = tmp_path_factory.mktemp("tls")
-
-    def openssl(*args):
-        subprocess.run(("openssl",) + args, cwd=d, check=True, capture_output=True)
-
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
-            "ca.pem", "-days", "2", "-subj", "/CN=test-ca")
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "srv.key", "-out", "srv.csr",
-            "-subj", "/CN=127.0.0.1")
-    (d / "ext").write_text("subjectAltName=IP:127.0.0.1\n")
-    openssl("x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-out", "srv.pem", "-days", "2", "-extfile", "ext")
-    server = start_redis_server((str(d / "srv.pem"), str(d / "srv.key"), str(d / "ca.pem")))
-    return server, str(d / "ca.pem")
+    files = make_tls_files(tmp_path_factory.mktemp("tls"))
+    server = start_redis_server(files)
+    return server, files[2]
 
 
 def test_rediss_verifies_the_certificate_by_default(tls_server):

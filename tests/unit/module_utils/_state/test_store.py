@@ -1,4 +1,5 @@
-"""StateStore behaviour on both stores, open_store URLs, and SQLite files, modes and crashes."""
+"""StateStore behaviour on every store (SQLite, Redis, Sentinel, Cluster), open_store URLs, and
+SQLite files, modes and crashes."""
 import json
 import os
 import random
@@ -26,7 +27,7 @@ def _incr(field="n"):
     return fn
 
 
-# --- interface, on SQLite and Redis -------------------------------------------------------
+# --- interface, on every store -----------------------------------------------------------
 
 def test_update_creates_returns_result_and_get_reads(store):
     assert store.get("t", "a") is None
@@ -362,11 +363,14 @@ def _records_as_stored(store_url):
         db.close()
         return {key: json.loads(value) for key, value in rows}
     import redis
+    from redis_topologies import raw_client
 
-    client = redis.Redis.from_url(store_url)
+    plain = store_url.startswith("redis://")
+    client = redis.Redis.from_url(store_url) if plain else raw_client(store_url)
+    pattern = "resilient_virt:{c}:*" if store_url.startswith("redis+cluster") else "resilient_virt:c:*"
     try:
         return {name.decode().rsplit(":", 1)[1]: json.loads(client.get(name))
-                for name in client.scan_iter(match="resilient_virt:c:*")}
+                for name in client.scan_iter(match=pattern)}
     finally:
         client.close()
 

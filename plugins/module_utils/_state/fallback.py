@@ -1,0 +1,145 @@
+"""The store-outage policy: what a task's circuit breakers and rate limits use when the state
+store is unreachable.
+
+``store_failure: open`` (the default) wraps the store given to the resilience policy in a
+:class:`FallbackStore`: while the shared store answers, every operation goes to it; the first
+operation that fails with StoreUnavailable (unreachable, frozen past ``store_timeout``, locked,
+damaged) switches the task to a :class:`MemoryStore` of its own for the rest of the task, and
+``on_fallback(error)`` is called once (the module turns it into a warning). Other tasks and
+controllers do not see what the task records there. ``store_failure: closed`` uses the shared
+store as it is: its failure fails the call with Unavailable naming the store.
+
+Only breakers and rate limits fall back: records whose whole point is to be shared and kept
+(failover reservations, backup records, fleet status, breakers set by the circuit_breaker
+module) are read and written through the shared store alone.
+"""
+import json
+import threading
+import time
+
+from ansible_collections.resilient.virt.plugins.module_utils.errors import StoreUnavailable
+from ansible_collections.resilient.virt.plugins.module_utils._state.store import (
+    StateStore, check_namespace)
+
+__all__ = ("FallbackStore", "MemoryStore", "policy_store")
+
+
+def _copy(record):
+    return None if record is None else json.loads(json.dumps(record))
+
+
+class MemoryStore(StateStore):
+    """Records in this process's memory, with the same semantics as a shared store."""
+
+    def __init__(self, describe="memory of this task"):
+        self.url = describe
+        self._records = {}
+        self._lock = threading.Lock()
+
+    def get(self, namespace, key, timeout=None):
+        check_namespace(namespace)
+        with self._lock:
+            return _copy(self._records.get((namespace, key)))
+
+    def items(self, namespace, prefix="", timeout=None):
+        check_namespace(namespace)
+        with self._lock:
+            return dict((key, _copy(value)) for (space, key), value in sorted(self._records.items())
+                        if space == namespace and key.startswith(prefix))
+
+    def update(self, namespace, key, fn, timeout=None):
+        check_namespace(namespace)
+        with self._lock:
+            new, result = fn(_copy(self._records.get((namespace, key))), self.now())
+            if new is None:
+                self._records.pop((namespace, key), None)
+            else:
+                self._records[(namespace, key)] = _copy(new)
+            return result
+
+    def delete(self, namespace, key, timeout=None):
+        check_namespace(namespace)
+        with self._lock:
+            self._records.pop((namespace, key), None)
+
+    def now(self):
+        return time.time()
+
+    def close(self):
+        self.closed = True
+
+
+class FallbackStore(StateStore):
+    """The shared store that ``open_shared()`` opens, until it fails with StoreUnavailable (when
+    opened or used); then a MemoryStore for good."""
+
+    def __init__(self, open_shared, on_fallback, timeout):
+        self._open_shared = open_shared
+        self._shared = None
+        self.timeout = timeout
+        self._on_fallback = on_fallback
+        self._memory = None
+        self._lock = threading.Lock()
+
+    @property
+    def url(self):
+        return self._shared.describe() if self._shared is not None else "(not opened yet)"
+
+    @property
+    def fell_back(self):
+        """True once the task's breakers and rate limits live in its memory."""
+        return self._memory is not None
+
+    def _run(self, operation):
+        memory = self._memory
+        if memory is None:
+            try:
+                if self._shared is None:
+                    self._shared = self._open_shared()
+                return operation(self._shared)
+            except StoreUnavailable as err:
+                memory = self._fall_back(err)
+        return operation(memory)
+
+    def _fall_back(self, err):
+        with self._lock:
+            first = self._memory is None
+            if first:
+                self._memory = MemoryStore("memory of this task")
+        if first:
+            self._on_fallback(err)
+        return self._memory
+
+    def get(self, namespace, key, timeout=None):
+        return self._run(lambda store: store.get(namespace, key, timeout=timeout))
+
+    def items(self, namespace, prefix="", timeout=None):
+        return self._run(lambda store: store.items(namespace, prefix, timeout=timeout))
+
+    def update(self, namespace, key, fn, timeout=None):
+        return self._run(lambda store: store.update(namespace, key, fn, timeout=timeout))
+
+    def delete(self, namespace, key, timeout=None):
+        return self._run(lambda store: store.delete(namespace, key, timeout=timeout))
+
+    def now(self):
+        return self._run(lambda store: store.now())
+
+    def close(self):
+        self.closed = True  # the shared store belongs to whoever opened it
+
+
+def policy_store(open_shared, settings, warn):
+    """The store the resilience policy of a task uses under ``settings.store_failure``:
+    ``open_shared()`` opens the shared store; ``warn(message)`` is told once when an open policy
+    falls back to memory."""
+    if settings.store_failure != "open":
+        return open_shared()
+
+    def on_fallback(err):
+        warn("%s; this task keeps its circuit breakers and rate limits in its own memory "
+             "(store_failure=open), unseen by other tasks and controllers. Fix the store, or set "
+             "store_failure: closed (RESILIENT_VIRT_STORE_FAILURE=closed) to fail instead"
+             % err.message)
+
+    return FallbackStore(open_shared, on_fallback, settings.store_timeout)

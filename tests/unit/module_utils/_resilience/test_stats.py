@@ -1,0 +1,154 @@
+"""Policy.stats: what one task's calls did, counted without Ansible, on SQLite and Redis.
+
+Each oracle is the test's own: how often the test's function was called, the delays the
+policy's ``on_retry`` hook was handed, the breaker record in the store, the clock.
+"""
+import time
+
+import pytest
+
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.policy import Policy
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import resolve_settings
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.stats import (
+    MAX_PROVIDERS, OTHERS, CallStats, merge, summary)
+from ansible_collections.resilient.virt.plugins.module_utils.errors import (
+    BreakerOpen, NotFound, Unavailable)
+
+FAST = {"base_delay": "20ms", "max_delay": "50ms"}
+
+
+def _policy(store, key="lab:1", hooks=None, **option):
+    return Policy(store, key, resolve_settings(dict(FAST, **option), environ={}), hooks=hooks)
+
+
+class Flaky:
+    """Raises the given errors in turn, then returns ``result``; counts calls."""
+
+    def __init__(self, *errors, result="ok"):
+        self.errors = list(errors)
+        self.result = result
+        self.calls = 0
+
+    def __call__(self):
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return self.result
+
+
+class Delays:
+    """A hooks object that keeps the delays the policy waits between attempts."""
+
+    def __init__(self):
+        self.delays = []
+
+    def on_retry(self, attempt, error, delay):
+        self.delays.append(delay)
+
+
+def test_retries_count_attempts_waits_and_failures(store):
+    hooks = Delays()
+    policy = _policy(store, hooks=hooks)
+    fn = Flaky(Unavailable("down"), ConnectionResetError("reset"))
+    assert policy.call(fn) == "ok"
+    entry = policy.stats.entry()
+    record = store.get("breaker", "lab:1")
+    assert fn.calls == 3 and len(hooks.delays) == 2
+    assert (entry["calls"], entry["attempts"], entry["retries"]) == (1, 3, 2)
+    assert entry["backoff_seconds"] == pytest.approx(sum(hooks.delays), abs=0.001)
+    assert entry["failures"] == record["failures_total"] == 2
+    assert (entry["refused"], entry["failed_calls"], entry["transitions"]) == (0, 0, [])
+
+
+def test_an_answer_is_an_attempt_but_no_failure(store):
+    policy = _policy(store)
+    fn = Flaky(NotFound("no vm web1"))
+    with pytest.raises(NotFound):
+        policy.call(fn)
+    entry = policy.stats.entry()
+    assert fn.calls == 1
+    assert (entry["attempts"], entry["failures"], entry["failed_calls"], entry["retries"]) == (1, 0, 0, 0)
+
+
+def test_opening_refusing_and_closing_are_seen(store):
+    policy = _policy(store, max_attempts=1, failure_threshold=2, reset_timeout=0.2)
+    fn = Flaky(Unavailable("down"), Unavailable("down"))
+    for _dummy in range(2):
+        with pytest.raises(Unavailable):
+            policy.call(fn)
+    with pytest.raises(BreakerOpen):
+        policy.call(fn)
+    record = store.get("breaker", "lab:1")
+    assert fn.calls == 2 and record["opened_total"] == 1 and record["rejected_total"] == 1
+    entry = policy.stats.entry()
+    assert (entry["calls"], entry["attempts"], entry["failures"], entry["refused"],
+            entry["failed_calls"]) == (3, 2, 2, 1, 3)
+    assert entry["transitions"] == [{"from": "closed", "to": "open", "count": 1}]
+    time.sleep(0.25)
+    assert policy.call(fn) == "ok"  # the probe closes it
+    assert store.get("breaker", "lab:1")["state"] == "closed"
+    assert policy.stats.entry()["transitions"] == [
+        {"from": "closed", "to": "open", "count": 1}, {"from": "open", "to": "half_open", "count": 1},
+        {"from": "half_open", "to": "closed", "count": 1}]
+
+
+def test_another_processes_transition_is_not_this_tasks(store):
+    other = _policy(store, max_attempts=1, failure_threshold=1)
+    with pytest.raises(Unavailable):
+        other.call(Flaky(Unavailable("down")))
+    policy = _policy(store, max_attempts=1, failure_threshold=1)
+    with pytest.raises(BreakerOpen):
+        policy.call(Flaky())
+    assert other.stats.entry()["transitions"] == [{"from": "closed", "to": "open", "count": 1}]
+    entry = policy.stats.entry()
+    assert (entry["transitions"], entry["refused"], entry["attempts"]) == ([], 1, 0)
+
+
+def test_rate_limit_waits_are_counted_with_their_time(store):
+    policy = _policy(store, rate_limit_qps=10, rate_limit_burst=1)
+    began = time.monotonic()
+    for _dummy in range(3):
+        policy.call(lambda: 1)
+    took = time.monotonic() - began
+    entry = policy.stats.entry()
+    assert entry["rate_limit_waits"] == 2  # burst 1: the 2nd and the 3rd wait for their turn
+    assert 0.1 <= entry["rate_limit_seconds"] <= took
+
+
+def test_a_failed_look_before_retry_is_an_attempt(store):
+    policy = _policy(store, max_attempts=2)
+
+    def look():
+        raise Unavailable("still down")
+
+    fn = Flaky(Unavailable("down"))
+    with pytest.raises(Unavailable):
+        policy.call(fn, op_class="mutating", look=look)
+    entry = policy.stats.entry()
+    assert fn.calls == 1 and entry["attempts"] == 2 and entry["failures"] == 2
+
+
+def test_summary_adds_up_one_key_and_bounds_the_keys():
+    stats = []
+    for index in range(MAX_PROVIDERS + 5):
+        item = CallStats("libvirt:hv%03d" % index)
+        item.on_call()
+        item.on_attempt()
+        item.on_transition("closed", "open")
+        stats.append(item)
+    again = CallStats("libvirt:hv000")
+    again.on_call()
+    again.on_retry(0.25)
+    stats.append(again)
+    out = summary(stats)
+    assert len(out) == MAX_PROVIDERS + 1
+    assert out["libvirt:hv000"]["calls"] == 2 and out["libvirt:hv000"]["backoff_seconds"] == 0.25
+    assert out[OTHERS]["calls"] == 5
+    assert out[OTHERS]["transitions"] == [{"from": "closed", "to": "open", "count": 5}]
+
+
+def test_merge_ignores_what_is_not_a_count():
+    total = merge({}, {"calls": 2, "attempts": True, "retries": -1, "refused": "3",
+                       "transitions": [{"from": "closed"}, "x", {"from": "open", "to": "closed", "count": 2}]})
+    assert (total["calls"], total["attempts"], total["retries"], total["refused"]) == (2, 0, 0, 0)
+    assert total["transitions"] == [{"from": "open", "to": "closed", "count": 2}]
