@@ -92,8 +92,8 @@ def test_credential_type_names_are_unique():
 
 
 def test_what_the_types_inject_with_only_their_required_inputs(tmp_path):
-    vsphere = inject(load_credential_type("vsphere"), {"host": "vc.example.com", "username": "awx",
-                                                      "password": "Vc-S3cret"}, str(tmp_path / "vc"))
+    inputs = {"host": "vc.example.com", "username": "awx", "password": "Vc-S3cret"}
+    vsphere = inject(load_credential_type("vsphere"), inputs, str(tmp_path / "vc"))
     # unset stays empty (the collection's defaults apply) and certificates stay verified
     assert vsphere == {"VMWARE_HOST": "vc.example.com", "VMWARE_PORT": "", "VMWARE_USER": "awx",
                        "VMWARE_PASSWORD": "Vc-S3cret", "VMWARE_VALIDATE_CERTS": "true", "VMWARE_CA_PATH": ""}

@@ -45,13 +45,13 @@ print(json.dumps({"reached": reached, "refused": refused}))
 def test_processes_calling_a_dead_provider_at_once_reach_it_threshold_times(tmp_path, child_env, first_failures):
     url = "sqlite://%s" % (tmp_path / "state.db")
     breaker = CircuitBreaker(open_store(url), "libvirt:dead", failure_threshold=THRESHOLD)
-    for _ in range(first_failures):  # a streak already begun, as after an earlier task
+    for _failure in range(first_failures):  # a streak already begun, as after an earlier task
         breaker.on_failure(breaker.before_call(), Unavailable("connection refused"))
     start_at = time.time() + 1.5
     env = dict(child_env, PYTHONDONTWRITEBYTECODE="1")
     workers = [subprocess.Popen([sys.executable, "-c", WORKER, url, str(THRESHOLD), "4", str(start_at)],
                                 stdout=subprocess.PIPE, env=env, text=True)
-               for _ in range(WORKERS)]
+               for _worker in range(WORKERS)]
     results = [json.loads(worker.communicate(timeout=60)[0]) for worker in workers]
     reached = sum(r["reached"] for r in results)
     assert reached + first_failures == THRESHOLD, results  # without the slots: 7 to 12
@@ -69,7 +69,7 @@ def test_a_success_clears_the_streak_and_frees_every_call(tmp_path):
     assert first.probe and second.probe
     breaker.on_success(first)
     assert store.get("breaker", "libvirt:flaky")["consecutive_failures"] == 0
-    assert [breaker.before_call().probe for _ in range(10)] == [None] * 10  # no slot needed
+    assert [breaker.before_call().probe for _call in range(10)] == [None] * 10  # no slot needed
     breaker.release(second)
     assert store.get("breaker", "libvirt:flaky")["probes"] == {}
 

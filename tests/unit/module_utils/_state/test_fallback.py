@@ -63,7 +63,7 @@ def test_open_policy_falls_back_once_on_a_refusing_store_and_warns_without_the_p
     store = policy_store(lambda: open_store(url, timeout=2), settings, warnings.append)
     policy = Policy(store, "libvirt:hv1", settings)
     started = time.monotonic()
-    for _ in range(2):
+    for _call in range(2):
         with pytest.raises(Unavailable):
             policy.call(_down)
     with pytest.raises(BreakerOpen):  # the breaker opened, in memory, after failure_threshold
@@ -103,7 +103,7 @@ def test_a_locked_store_is_waited_on_once_and_left_untouched(tmp_path):
         store = FallbackStore(lambda: open_store("sqlite://" + path, timeout=0.5), warnings.append, 0.5)
         policy = Policy(store, "libvirt:hv1", settings)
         started = time.monotonic()
-        for _ in range(5):
+        for _call in range(5):
             assert policy.call(lambda: "answered") == "answered"
         took = time.monotonic() - started
         assert 0.5 <= took < 1.5, took  # one store_timeout, then memory
