@@ -361,7 +361,7 @@ def main(argv=None):
             if args.only and name not in args.only:
                 continue
             arguments = list(quick if args.quick else full)
-            if name in ("tasks", "inventory", "fleet", "backup"):
+            if name in ("tasks", "inventory", "fleet", "backup", "images"):
                 arguments += ["--lab-dir", os.path.abspath(args.lab_dir)]
             print("bench %s ..." % name, end=" ", file=sys.stderr, flush=True)
             records[name] = run_bench(script, arguments, workdir)

@@ -6,21 +6,20 @@ The simulator is ``lab/vcsim/main.go`` built against the Debian packages ``golan
 file, the log, the service URL and a generated password (``password``, mode 0600).
 
 The simulator serves the vSphere SOAP API (``/sdk``) and the vSphere Automation REST API with
-tagging (``/rest``) over plain HTTP on 127.0.0.1 only, so the provider
-settings use ``protocol: http``; TLS settings such as ``validate_certs`` do not apply to it.
-``start(..., tls=True)`` serves HTTPS instead, with a self-signed certificate, for clients that
-only speak HTTPS (the benchmarks' peers); the settings then say ``validate_certs: false``.
-``start(..., tls="ca")`` serves HTTPS with a server certificate signed by a lab CA, as a vCenter
-behind a private CA: the settings keep ``validate_certs`` on and name the CA in ``ca_path``.
+tagging (``/rest``) on 127.0.0.1 only. By default (``tls="ca"``) it serves HTTPS with a server
+certificate signed by a lab CA, as a vCenter behind a private CA: the provider settings say
+``protocol: https``, keep ``validate_certs`` on and name the CA in ``ca_path``.
 The CA (``tls/ca.pem``; its key ``tls/ca.key``, mode 0600) is made with the ``openssl`` command
 once per run directory (again only when it expires within a day), so ``ca_path`` stays valid
 across restarts; the server certificate is made at each start for ``tls_names`` (default
-127.0.0.1 and localhost).
+127.0.0.1 and localhost). ``start(..., tls=True)`` serves HTTPS with a self-signed certificate
+instead (the settings then say ``validate_certs: false``), and ``start(..., tls=False)`` plain
+HTTP (``protocol: http``), for tests of what plain HTTP means.
 
 Functions for the lab: ``start(run_dir) -> provider dict``, ``stop(run_dir)``,
 ``status(run_dir)``, and ``pause``/``resume`` (SIGSTOP/SIGCONT: a provider that hangs).
 Command line: ``python3 lab/vcsim.py up|down|status|pause|resume|build [--run-dir DIR]
-[--port N]``; it prints the status as JSON with the password masked.
+[--port N] [--tls ca|self-signed|off]``; it prints the status as JSON with the password masked.
 """
 import argparse
 import contextlib
@@ -50,7 +49,8 @@ NAME = "vcsim"
 # Keyword arguments of start() -> flags of the simulator.
 MODEL_FLAGS = {"datacenters": "-dc", "clusters": "-cluster", "hosts_per_cluster": "-host",
                "vms": "-vm", "datastores": "-ds", "delay_ms": "-delay",
-               "method_delay": "-method-delay", "tls": "-tls"}
+               "method_delay": "-method-delay", "tls": "-tls", "rest": "-rest"}
+TLS_MODES = {"ca": "ca", "self-signed": True, "off": False}  # --tls of the command line
 
 
 def _paths(run_dir, bin_dir=None):
@@ -263,6 +263,13 @@ def _settings(paths, url):
     return settings
 
 
+def _mode(paths, url):
+    """What the simulator at ``url`` serves, as start()'s ``tls``: "ca", True or False."""
+    if not url.startswith("https://"):
+        return False
+    return "ca" if _read(paths["trust"]) else True
+
+
 def _log_tail(paths, lines=20):
     text = _read(paths["log"]) or ""
     return "\n".join(text.splitlines()[-lines:])
@@ -295,24 +302,26 @@ def _launch(paths, port, flags, timeout):
                        % (timeout, paths["log"], _log_tail(paths)))
 
 
-def start(run_dir=None, port=None, timeout=60.0, bin_dir=None, **model):
+def start(run_dir=None, port=None, timeout=60.0, bin_dir=None, tls="ca", **model):
     """Start the simulator (building it if needed) and return its provider settings.
 
-    Idempotent: a running simulator is reused as it is. ``port`` None reuses the previous
-    port when it is free (so provider settings survive a restart), else any free port.
+    Idempotent: a running simulator is reused as it is when it serves what ``tls`` asks for,
+    else it is restarted. ``port`` None reuses the previous port when it is free (so provider
+    settings survive a restart), else any free port.
     ``bin_dir`` shares one cached binary between run directories (see :func:`build`).
+    ``tls``: ``"ca"`` (the default) is HTTPS with a certificate of the lab CA for ``tls_names``
+    (the settings then name the CA in ``ca_path``), True HTTPS with a self-signed certificate
+    (the settings then say ``validate_certs: false``), False plain HTTP.
     ``model`` may set datacenters, clusters, hosts_per_cluster, vms, datastores, delay_ms,
-    method_delay (``"ReconfigVM_Task=3000"``: SOAP methods slowed by milliseconds) and tls:
-    True is HTTPS with a self-signed certificate (the settings then say ``validate_certs:
-    false``), ``"ca"`` HTTPS with a certificate of the lab CA for ``tls_names`` (the settings
-    then name the CA in ``ca_path``).
+    method_delay (``"ReconfigVM_Task=3000"``: SOAP methods slowed by milliseconds) and rest
+    (False: no REST API, as an ESXi host).
     """
     paths = _paths(run_dir, bin_dir)
     tls_names = tuple(model.pop("tls_names", None) or TLS_NAMES)
-    if model.get("tls") not in (None, False, True, "ca"):
-        raise ValueError("tls must be False, True (self-signed) or \"ca\" (lab CA), not %r"
-                         % (model["tls"],))
-    if tls_names != TLS_NAMES and model.get("tls") != "ca":
+    if tls not in (False, True, "ca"):
+        raise ValueError("tls must be \"ca\" (lab CA), True (self-signed) or False (plain "
+                         "HTTP), not %r" % (tls,))
+    if tls_names != TLS_NAMES and tls != "ca":
         raise ValueError("tls_names needs tls=\"ca\" (the names of the lab CA's certificate)")
     unknown = sorted(set(model) - set(MODEL_FLAGS))
     if unknown:
@@ -321,17 +330,21 @@ def start(run_dir=None, port=None, timeout=60.0, bin_dir=None, **model):
     _mkdirs(paths)
     with _locked(paths["lock"]):
         url = _read(paths["url"])
-        if _running(paths)[0] and url and _answers(url):
-            return _settings(paths, url)
+        pid, binary = _running(paths)
+        if pid and url and _answers(url):
+            if _mode(paths, url) == tls:
+                return _settings(paths, url)
+            _terminate(pid, binary, 10.0)  # serves another protocol or trust: restart it
         build(run_dir, bin_dir)
         flags = []
         with contextlib.suppress(FileNotFoundError):
             os.unlink(paths["trust"])
-        if model.get("tls") == "ca":
+        if tls == "ca":
             ca, cert, key = _certificates(paths, tls_names)
             flags += ["-tls-cert", cert, "-tls-key", key]
             _write_private(paths["trust"], ca + "\n")
-            del model["tls"]
+        else:
+            model["tls"] = tls
         for key, value in sorted(model.items()):
             if isinstance(value, bool):
                 flags.append("%s=%s" % (MODEL_FLAGS[key], "true" if value else "false"))
@@ -383,11 +396,30 @@ def _signal(run_dir, sig):
     if pid is None:
         raise RuntimeError("the simulator is not running (start it with: vcsim.py up)")
     os.kill(pid, sig)
+    return pid
 
 
-def pause(run_dir=None):
-    """Freeze the simulator (SIGSTOP): connections are accepted but never answered."""
-    _signal(run_dir, signal.SIGSTOP)
+def _thread_states(pid):
+    """The state letter of every thread of ``pid`` (R, S, T...)."""
+    states = []
+    for tid in os.listdir("/proc/%d/task" % pid):
+        with contextlib.suppress(FileNotFoundError, IndexError), \
+                open("/proc/%d/task/%s/stat" % (pid, tid)) as handle:
+            states.append(handle.read().rsplit(")", 1)[1].split()[0])
+    return states
+
+
+def pause(run_dir=None, timeout=5.0):
+    """Freeze the simulator (SIGSTOP): connections are accepted but never answered. Returns once
+    every thread has stopped (SIGSTOP is delivered asynchronously: a thread still running could
+    answer one more request)."""
+    pid = _signal(run_dir, signal.SIGSTOP)
+    end = time.monotonic() + timeout
+    while not all(state in ("T", "t") for state in _thread_states(pid)):
+        if time.monotonic() > end:
+            raise RuntimeError("the simulator (pid %d) did not stop on SIGSTOP within %gs"
+                               % (pid, timeout))
+        time.sleep(0.01)
 
 
 def resume(run_dir=None):
@@ -418,6 +450,9 @@ def main(argv=None):
     parser.add_argument("action", choices=["up", "down", "status", "pause", "resume", "build"])
     parser.add_argument("--run-dir", default=DEFAULT_RUN_DIR)
     parser.add_argument("--port", type=int, default=None)
+    parser.add_argument("--tls", choices=sorted(TLS_MODES), default="ca",
+                        help="ca: HTTPS with a certificate of the lab CA (default); self-signed: "
+                        "HTTPS with a self-signed certificate; off: plain HTTP")
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -433,7 +468,7 @@ def _run(args):
         print(json.dumps({"binary": path, "seconds": round(time.monotonic() - started, 2)}))
         return 0
     if args.action == "up":
-        start(args.run_dir, port=args.port)
+        start(args.run_dir, port=args.port, tls=TLS_MODES[args.tls])
     elif args.action == "down":
         stop(args.run_dir)
     elif args.action == "pause":

@@ -7,7 +7,9 @@ down at the end. Tests that use it are marked ``lab``: deselect them with ``-m "
 
 ``outage``: stop/start/freeze/thaw one hypervisor; whatever a test broke is repaired afterwards.
 ``domain_xml``: builds the XML of a tiny diskless TCG domain (64 MiB, 1 vCPU).
-``vsphere``: the lab's vSphere simulator, as provider settings (its password included).
+``vsphere``: the lab's vSphere simulator, as provider settings (its password included): HTTPS
+with a certificate of the lab CA (``ca_path``). ``vsphere_plain_http``: a simulator of its own
+serving plain HTTP.
 ``start_redis``: ``start_redis(password=...)`` starts a private redis-server, stopped at the end.
 ``redis_sentinel``: a private primary, replica and three Sentinels (``redis_topologies``), for one
 test (it may kill the primary), stopped at the end.
@@ -145,6 +147,17 @@ def domain_xml():
 def vsphere(lab):
     """Provider settings of the lab's vSphere simulator (started with the lab)."""
     return dict(importlib.import_module("vcsim").start(lab.run_dir))
+
+
+@pytest.fixture(scope="session")
+def vsphere_plain_http(lab, tmp_path_factory):
+    """Provider settings of a simulator of its own serving plain HTTP (``protocol: http``), for
+    tests of what plain HTTP means; stopped at the end."""
+    vcsim = importlib.import_module("vcsim")
+    run_dir = str(tmp_path_factory.mktemp("vcsim-http"))
+    settings = vcsim.start(run_dir, bin_dir=os.path.join(lab.run_dir, "vcsim", "bin"), tls=False, vms=1)
+    yield dict(settings)
+    vcsim.stop(run_dir)
 
 
 @pytest.fixture

@@ -5,13 +5,24 @@ import requests
 CIS = "/rest/com/vmware/cis"
 
 
+def base_url(settings):
+    """``<protocol>://host:port/rest/com/vmware/cis`` of the simulator of ``settings``."""
+    return "%s://%s:%d%s" % (settings["protocol"], settings["host"], settings["port"], CIS)
+
+
+def verify(settings):
+    """requests' ``verify`` for the simulator: its ``ca_path`` (the lab CA) over https."""
+    return settings["ca_path"] if settings["protocol"] == "https" else True
+
+
 class Rest:
     """The test's own REST session: the oracle of what the simulator holds."""
 
     def __init__(self, settings):
-        self.base = "http://%s:%d%s" % (settings["host"], settings["port"], CIS)
+        self.base = base_url(settings)
         self.http = requests.Session()
         self.http.trust_env = False
+        self.http.verify = verify(settings)
         login = self.http.post(self.base + "/session",
                                auth=(settings["username"], settings["password"]))
         login.raise_for_status()

@@ -4,9 +4,18 @@ Tests use it as the oracle beside the collection: VMs by name, their power state
 they are (placement), the files of a datastore folder, the simulator's tasks on a VM, and
 removal of what a test created.
 """
+import ssl
 import time
 
 import pytest
+
+
+def trust(settings):
+    """The SSL context of the test's own sessions: None for plain http, else one that verifies
+    the certificate and host name with the simulator's ``ca_path`` (the lab CA)."""
+    if settings["protocol"] != "https":
+        return None
+    return ssl.create_default_context(cafile=settings["ca_path"])
 
 
 class Simulator:
@@ -15,8 +24,9 @@ class Simulator:
     def __init__(self, settings):
         from pyVim.connect import SmartConnect
 
-        self.si = SmartConnect(protocol="http", host=settings["host"], port=settings["port"],
-                               user=settings["username"], pwd=settings["password"])
+        self.si = SmartConnect(protocol=settings["protocol"], host=settings["host"],
+                               port=settings["port"], user=settings["username"],
+                               pwd=settings["password"], sslContext=trust(settings))
         self.content = self.si.RetrieveContent()
 
     def _named(self, kind, read):

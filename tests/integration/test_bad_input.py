@@ -362,7 +362,8 @@ def test_out_of_range_and_malformed_input_is_invalid_spec_and_stores_nothing(lab
         db.close()
 
 
-def test_https_against_a_plain_http_endpoint_is_a_tls_error_with_the_fix(lab, vsphere, tmp_path):
+def test_https_against_a_plain_http_endpoint_is_a_tls_error_with_the_fix(lab, vsphere_plain_http, tmp_path):
+    vsphere = vsphere_plain_http
     tasks = [_task("https", module="provider", provider=dict(vsphere, protocol="https"))]
     began = time.monotonic()
     run = run_playbook(tmp_path, [play(tasks, module_defaults={

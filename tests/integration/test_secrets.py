@@ -158,16 +158,19 @@ def test_errors_after_the_arguments_show_no_secret(lab, tmp_path, secrets):
         _assert_hidden(secrets, stored.decode("utf-8", "replace"))
 
 
-def test_a_successful_play_shows_no_secret(lab, vsphere, start_redis, tmp_path, secrets):
-    """Real hypervisor (password in its URI), real simulator, real password-protected Redis."""
+def test_a_successful_play_shows_no_secret(lab, vsphere, vsphere_plain_http, start_redis, tmp_path, secrets):
+    """Real hypervisor (password in its URI), real simulators (the lab's over HTTPS, one over
+    plain HTTP, which warns), real password-protected Redis."""
     server = start_redis(password=secrets["redis"])
     name = "sec-%s" % uuid.uuid4().hex[:6]
     catalog = _catalog(lab)
     catalog["vcsim"] = dict(vsphere, password="{{ vcsim }}")
-    all_secrets = dict(secrets, vcsim=vsphere["password"])
+    catalog["vcsim-http"] = dict(vsphere_plain_http, name="vcsim-http", password="{{ vcsim_http }}")
+    all_secrets = dict(secrets, vcsim=vsphere["password"], vcsim_http=vsphere_plain_http["password"])
     tasks = [
         _task("provider", "provider hv1", provider="hv1"),
         _task("provider", "provider vcsim", provider="vcsim"),
+        _task("provider", "provider vcsim-http", provider="vcsim-http"),
         _task("vm", "vm", provider="hv1", name=name, vcpus=1, memory_mb=64),
         _task("vm_info", "vm_info", provider="vcsim"),
         _task("circuit_breaker", "circuit_breaker"),
@@ -194,7 +197,7 @@ def test_a_successful_play_shows_no_secret(lab, vsphere, start_redis, tmp_path, 
     assert run.task("vm_fleet")["summary"]["created"] == 2
     assert run.task("vm_fleet prune")["summary"]["pruned"] == 2
     assert run.task("backup")["record"]["phase"] == "Completed"
-    assert "provider.protocol is http" in human.output  # the simulator's warning is shown...
+    assert "provider.protocol is http" in human.output  # the plain one's warning is shown...
     _assert_hidden(all_secrets, human.output, run.output)  # ...without its password
     _assert_hidden(all_secrets, server.keys_and_values())
     assert "breaker" in server.keys_and_values()  # the store was really used

@@ -1,7 +1,8 @@
 """The vsphere provider against a real vSphere API simulator (lab/vcsim, govmomi's simulator).
 
-The simulator serves the SOAP API on 127.0.0.1 with one datacenter, two clusters (DC0_C0,
-DC0_C1: the availability zones), three hosts per cluster and two VMs per cluster. The binary
+The simulator serves the SOAP API on 127.0.0.1 (HTTPS with a certificate of the lab CA, the
+settings' ``ca_path``) with one datacenter, two clusters (DC0_C0, DC0_C1: the availability
+zones), three hosts per cluster and two VMs per cluster. The binary
 is built once (lab/run/vcsim/bin) and each simulator used here runs in a temporary directory.
 Errors are classified as GuardedProvider does: the provider's classify_error, then the
 standard classifier.
@@ -9,6 +10,8 @@ standard classifier.
 import importlib
 import os
 import shutil
+import socket
+import ssl
 import time
 
 import pytest
@@ -96,11 +99,51 @@ def test_tls_on_by_default_and_warnings():
 
 
 # -- reads ------------------------------------------------------------------------------------
-def test_validate(provider):
+def test_validate(provider, sim):
+    assert sim[1]["protocol"] == "https" and "ca_path" in sim[1]  # the lab CA, verified
     info = provider.validate()
     assert info["api_type"] == "VirtualCenter"
-    assert info["endpoint"].startswith("http://127.0.0.1:")
-    assert any("http" in w for w in info["warnings"])
+    assert info["endpoint"] == "https://127.0.0.1:%d" % sim[1]["port"]
+    assert info["warnings"] == []
+
+
+def test_plain_http_works_and_is_warned(tmp_path):
+    run_dir = str(tmp_path)
+    settings = vcsim.start(run_dir, bin_dir=BIN_DIR, tls=False, vms=0)
+    try:
+        assert settings["protocol"] == "http" and "ca_path" not in settings
+        p = VSphereProvider(settings)
+        info = p.validate()
+        p.close()
+    finally:
+        vcsim.stop(run_dir)
+    assert info["endpoint"] == "http://127.0.0.1:%d" % settings["port"]
+    assert any("provider.protocol is http" in w for w in info["warnings"])
+
+
+def _verified_handshake(settings):
+    """The server certificate's subject alternative names, by a TLS handshake of the test's own
+    that verifies the certificate with ``ca_path``."""
+    context = ssl.create_default_context(cafile=settings["ca_path"])
+    raw = socket.create_connection((settings["host"], settings["port"]), timeout=5)
+    with context.wrap_socket(raw, server_hostname=settings["host"]) as tls:
+        return tls.getpeercert()["subjectAltName"]
+
+
+def test_a_running_simulator_is_restarted_for_another_tls_and_reused_for_the_same(tmp_path):
+    run_dir = str(tmp_path)
+    try:
+        plain = vcsim.start(run_dir, bin_dir=BIN_DIR, tls=False, vms=0)
+        plain_pid = vcsim.status(run_dir)["pid"]
+        secure = vcsim.start(run_dir, bin_dir=BIN_DIR, vms=0)  # the default: the lab CA
+        secure_pid = vcsim.status(run_dir)["pid"]
+        assert secure_pid != plain_pid and secure["port"] == plain["port"]
+        assert secure["protocol"] == "https" and "validate_certs" not in secure
+        assert ("IP Address", "127.0.0.1") in _verified_handshake(secure)
+        assert vcsim.start(run_dir, bin_dir=BIN_DIR, vms=0) == secure
+        assert vcsim.status(run_dir)["pid"] == secure_pid  # the same one, reused
+    finally:
+        vcsim.stop(run_dir)
 
 
 def test_bad_password_is_unauthorized(sim):

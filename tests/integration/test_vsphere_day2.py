@@ -328,7 +328,7 @@ def test_through_the_guarded_provider(sim, oracle, guarded_provider, vm):
 
 @pytest.fixture
 def soap_only(tmp_path):
-    with soap_only_simulator(vcsim.build(bin_dir=BIN_DIR), tmp_path) as settings:
+    with soap_only_simulator(tmp_path) as settings:
         yield settings
 
 

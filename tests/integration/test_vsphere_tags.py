@@ -15,7 +15,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.backend import (
     VSphereProvider)
 
-from rest_session import CIS, Rest
+from rest_session import Rest, base_url, verify
 from own_simulator import BIN_DIR, vcsim
 from simulator_session import Simulator
 from soap_only import soap_only_simulator
@@ -114,11 +114,11 @@ def test_logout_on_close(sim, moids):
     settings = sim[1]
     p = open_provider(settings)
     session_id = p._tags()._session_id
-    check = requests.get("http://127.0.0.1:%d%s/tagging/category" % (settings["port"], CIS),
+    check = requests.get(base_url(settings) + "/tagging/category", verify=verify(settings),
                          headers={"vmware-api-session-id": session_id})
     assert check.status_code == 200
     p.close()
-    check = requests.get("http://127.0.0.1:%d%s/tagging/category" % (settings["port"], CIS),
+    check = requests.get(base_url(settings) + "/tagging/category", verify=verify(settings),
                          headers={"vmware-api-session-id": session_id})
     assert check.status_code == 401
 
@@ -126,7 +126,7 @@ def test_logout_on_close(sim, moids):
 def test_wrong_password_is_refused_by_the_rest_api(sim):
     settings = sim[1]
     wrong = "Wrong-Pa55word-rest"
-    raw = requests.post("http://127.0.0.1:%d%s/session" % (settings["port"], CIS),
+    raw = requests.post(base_url(settings) + "/session", verify=verify(settings),
                         auth=(settings["username"], wrong))
     assert raw.status_code == 401  # the simulator's own answer (lab/vcsim checks the password)
     err = fails(open_provider(settings, password=wrong)._tags)
@@ -173,7 +173,7 @@ def test_hung_server_times_out(sim, moids):
 
 @pytest.fixture
 def soap_only(tmp_path):
-    with soap_only_simulator(vcsim.build(bin_dir=BIN_DIR), tmp_path) as settings:
+    with soap_only_simulator(tmp_path) as settings:
         yield settings
 
 
