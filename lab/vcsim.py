@@ -417,7 +417,7 @@ def pause(run_dir=None, timeout=5.0):
     end = time.monotonic() + timeout
     while not all(state in ("T", "t") for state in _thread_states(pid)):
         if time.monotonic() > end:
-            raise RuntimeError("the simulator (pid %d) did not stop on SIGSTOP within %gs"
+            raise RuntimeError("the simulator (pid %s) did not stop on SIGSTOP within %gs"
                                % (pid, timeout))
         time.sleep(0.01)
 
