@@ -216,10 +216,12 @@ summary:
       vms_requiring, vms_covered, coverage_ratio, slots_missing, vms_processed, vms_deferred,
       reserved_cpu, reserved_memory_mb.
     - The least any valid plan holds for these VMs - lower_bound_memory_mb and
-      lower_bound_reservations (from failures and from sharing - two VMs that require two slots
-      never share both), failure_bound_memory_mb and failure_bound_reservations (from failures
-      alone) - and memory_vs_lower_bound and reservations_vs_lower_bound, what the plan holds
-      divided by them (null when nothing needs a slot).
+      lower_bound_reservations (per zone and VM size, the most of - the slots one hypervisor's VMs
+      require; one hypervisor's slots plus another's less one per VM; the reservations that give
+      every VM's pairs of slots distinct pairs, since two VMs never share two slots),
+      failure_bound_memory_mb and failure_bound_reservations (from failures alone, never more) -
+      and memory_vs_lower_bound and reservations_vs_lower_bound, what the plan holds divided by
+      them (null when nothing needs a slot).
   returned: when O(state=present)
   type: dict
 vm_status:

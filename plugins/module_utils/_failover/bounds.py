@@ -2,19 +2,33 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The least capacity any valid plan must reserve, to judge how much of a plan the guarantee needs.
 
-Per zone, for the VMs that require slots:
+Per zone, for the VMs that require slots, ``count(s)`` is how many reservations of at least s MiB
+every valid plan holds, for each VM memory size s; the memory bound adds, for sizes largest first,
+``(count(s) - count(previous larger size)) * s``, and the count bound is ``count`` at the smallest
+size. A slot of VM v is a reservation v fits in, so at least ``mem(v)`` MiB; below, "VMs" means
+the VMs of at least s MiB and n(v) how many slots v requires. ``count(s)`` is the largest of:
 
-* the failure bound: sort each hypervisor's VMs by memory, largest first, and let m_j be the
-  largest j-th value over the zone's hypervisors (for a requirement of 2 or more, also over the
-  union of any two hypervisors' VMs that require that many). When the hypervisor (or pair)
-  holding that maximum fails, its j largest VMs need j distinct reservations of at least m_j:
-  every plan holds, for each j, j reservations of at least m_j;
-* the sharing bound: a VM may not use two of another VM's slots (constraint 5), so two VMs that
-  require two slots never hold the same pair of reservations. k such VMs of at least s MiB need
-  r reservations of at least s MiB with r * (r - 1) / 2 >= k.
+* one hypervisor, ``N_H(s)`` = the sum of n(v) over H's VMs: a VM's slots are distinct (rule 2)
+  and two VMs of H never share a slot (rule 3), so all of H's slots are distinct reservations;
+* two hypervisors, ``N_H1(s) + D_H2(s)`` with ``D_H(s)`` = the sum of n(v) - 1 over H's VMs:
+  a VM v of H2 holds at most one reservation that a VM of H1 holds. Were v in r1 of VM a and r2
+  of VM b, a and b on H1: if a == b, v would use two of a's slots; if not, a and b, on one host,
+  would use two of v's slots; rule 5 bars both. H2's slots are distinct (rules 2 and 3), so at
+  most one per VM of H2 is among H1's;
+* sharing: two VMs never hold the same two reservations (either would use two of the other's
+  slots, rule 5), so the n(v) (n(v) - 1) / 2 pairs the VMs hold are distinct pairs of
+  reservations of at least s MiB: r of them need r (r - 1) / 2 >= that sum.
 
-Both count, for every size s, reservations of at least s MiB a plan must hold; the larger count
-holds, and the memory bound is the sum over sizes. The count bound is the longest such list.
+Each term only grows as s decreases, and so does ``count``. Computed in one pass over the sizes,
+largest first, keeping the two largest N and D with their hosts: O(VMs log VMs).
+
+The failure bound is reported alone (``failure_memory_mb``, ``failure_reservations``): sort each
+hypervisor's VMs by memory, largest first, and let m_j be the largest j-th value over the zone's
+hypervisors (for VMs requiring 2 or more slots, also over the union of any two hypervisors' such
+VMs). When the hypervisor (or pair) holding that maximum fails, its j largest VMs need j distinct
+reservations of at least m_j. Its count at s (H's VMs, or H1's and H2's VMs requiring 2 or more)
+is at most N_H(s), or N_H1(s) + D_H2(s) (each VM adds at least 1 to N_H, and each requiring 2 or
+more at least 1 to D_H), so ``count`` already holds it and leaves it out.
 """
 import itertools
 
@@ -33,24 +47,15 @@ class LowerBound:
         self.failure_memory_mb = 0
         self.failure_reservations = 0
 
-    def add_zone(self, failure_sizes, shared_sizes):
-        """Add one zone: ``failure_sizes`` is the m_j list (largest first), ``shared_sizes`` the
-        memory of the VMs that require two or more slots (largest first)."""
-        self.failure_memory_mb += sum(failure_sizes)
-        self.failure_reservations += len(failure_sizes)
-        needed = list(failure_sizes)  # the j-th largest reservation is at least needed[j]
-        reservations = 0
-        for count, size in enumerate(shared_sizes, 1):
-            # ``count`` VMs of at least ``size`` need r reservations that big, r (r - 1) / 2 >= count;
-            # sizes come largest first, so only the reservations added here take ``size``
-            while reservations * (reservations - 1) // 2 < count:
-                if reservations < len(needed):
-                    needed[reservations] = max(needed[reservations], size)
-                else:
-                    needed.append(size)
-                reservations += 1
-        self.memory_mb += sum(needed)
-        self.reservations += len(needed)
+    def add_zone(self, steps):
+        """Add one zone: ``steps`` lists (size, count, failure count) at each size, largest first."""
+        count = failure = 0
+        for size, new_count, new_failure in steps:
+            self.memory_mb += (new_count - count) * size
+            self.failure_memory_mb += (new_failure - failure) * size
+            count, failure = new_count, new_failure
+        self.reservations += count
+        self.failure_reservations += failure
 
     def to_dict(self):
         return {"memory_mb": self.memory_mb, "reservations": self.reservations,
@@ -58,34 +63,65 @@ class LowerBound:
                 "failure_reservations": self.failure_reservations}
 
 
-def _merge_max(into, sizes):
-    for j, size in enumerate(sizes):
-        if j == len(into):
-            into.append(size)
-        elif size > into[j]:
-            into[j] = size
+class _TopTwo:
+    """Per-host counters that only grow, with the two largest and their hosts at hand."""
+
+    def __init__(self):
+        self.values = {}
+        self.first = self.second = (0, None)
+
+    def add(self, host, delta):
+        value = self.values.get(host, 0) + delta
+        self.values[host] = value
+        if host == self.first[1]:
+            self.first = (value, host)
+        elif host == self.second[1] or value > self.second[0]:
+            # any other host is at most the second: values only grow
+            self.second = (value, host)
+            if value > self.first[0]:
+                self.first, self.second = self.second, self.first
+
+    def pair(self, other):
+        """The largest ``self[h1] + other[h2]`` over distinct hosts (a missing host counts 0)."""
+        if self.first[1] != other.first[1]:
+            return self.first[0] + other.first[0]
+        return max(self.first[0] + other.second[0], self.second[0] + other.first[0])
+
+
+def _zone_steps(items):
+    """(size, count, failure count) per size, largest first, of one zone's (memory, host, n)."""
+    slots, spare = _TopTwo(), _TopTwo()  # N_H and D_H
+    vms, multi = _TopTwo(), _TopTwo()  # the failure bound's VMs per host, and those requiring 2+
+    pairs = sharing = 0
+    steps = []
+    for size, group in itertools.groupby(sorted(items, key=lambda item: -item[0]),
+                                         key=lambda item: item[0]):
+        for _size, host, required in group:
+            slots.add(host, required)
+            vms.add(host, 1)
+            if required >= 2:  # a one-slot VM adds nothing to D_H
+                spare.add(host, required - 1)
+                multi.add(host, 1)
+                pairs += required * (required - 1) // 2
+        while sharing * (sharing - 1) // 2 < pairs:
+            sharing += 1
+        steps.append((size, max(slots.first[0], slots.pair(spare), sharing),
+                      max(vms.first[0], multi.pair(multi))))
+    return steps
 
 
 def lower_bound(vms, requirements, zone_of):
     """:class:`LowerBound` of ``vms`` (model VMs) under ``requirements``; ``zone_of(vm)`` gives
     a VM's zone. VMs of unknown memory are left out."""
     zones = {}
+    counts = {}  # flavor -> required count: a fleet has few flavors
     for vm in vms:
-        required = required_count(vm.flavor, requirements)
+        required = counts.get(vm.flavor)
+        if required is None:
+            required = counts[vm.flavor] = required_count(vm.flavor, requirements)
         if required and vm.memory_mb is not None:
-            hosts = zones.setdefault(zone_of(vm), {})
-            hosts.setdefault(vm.host, []).append((vm.memory_mb, required))
+            zones.setdefault(zone_of(vm), []).append((vm.memory_mb, vm.host, required))
     bound = LowerBound()
     for zone in sorted(zones):
-        hosts = zones[zone]
-        failure = []
-        for items in hosts.values():
-            _merge_max(failure, sorted((size for size, _n in items), reverse=True))
-        multi = [sorted((size for size, n in items if n >= 2), reverse=True)
-                 for items in hosts.values()]
-        multi = [sizes for sizes in multi if sizes]
-        for first, second in itertools.combinations(multi, 2):
-            _merge_max(failure, sorted(first + second, reverse=True))
-        shared = sorted((size for sizes in multi for size in sizes), reverse=True)
-        bound.add_zone(failure, shared)
+        bound.add_zone(_zone_steps(zones[zone]))
     return bound

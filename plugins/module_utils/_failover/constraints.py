@@ -49,6 +49,7 @@ class DependencyGraph:
         self._vm_host = {}
         self._slot_hosts = {}
         self._member_hosts = {}
+        self._crowded = {}  # reservation -> how many hosts run two or more of its members
         self._linked = {}
         self._placed_on = {}
         self._running_on = {}
@@ -97,6 +98,7 @@ class DependencyGraph:
             self._res_host[name] = host
             self._members[name] = set()
             self._member_hosts[name] = {}
+            self._crowded[name] = 0
             self._linked[name] = {}
             self._placed_on.setdefault(host, set()).add(name)
 
@@ -106,7 +108,7 @@ class DependencyGraph:
         host = self._res_host.pop(name, None)
         if host is not None:
             self._placed_on[host].discard(name)
-        for table in (self._members, self._member_hosts, self._linked):
+        for table in (self._members, self._member_hosts, self._crowded, self._linked):
             table.pop(name, None)
 
     def link(self, uuid, name):
@@ -129,7 +131,10 @@ class DependencyGraph:
         else:
             members.discard(uuid)
             slots.discard(name)
-        _bump(self._member_hosts[name], host, sign)
+        member_hosts = self._member_hosts[name]
+        before = member_hosts.get(host, 0)
+        _bump(member_hosts, host, sign)
+        self._crowded[name] += (before + sign >= 2) - (before >= 2)
         _bump(self._running_on.setdefault(host, {}), name, sign)
         _bump(self._slot_hosts[uuid], self._res_host[name], sign)
         linked = self._linked[name]
@@ -151,28 +156,32 @@ class DependencyGraph:
     def members(self, name):
         return self._members.get(name, set())
 
-    def _sharer_hosts(self, uuid):
-        """{host: sharer pairs of ``uuid`` whose other VM runs there}."""
-        counts = {}
-        for name in self._vm_res[uuid]:
-            for member in self._members[name]:
-                if member != uuid:
-                    host = self._vm_host[member]
-                    counts[host] = counts.get(host, 0) + 1
-        return counts
-
     def vm_ok(self, uuid):
-        """True when VM ``uuid`` meets constraints 1-5 as the graph stands."""
+        """True when VM ``uuid`` meets constraints 1-5 as the graph stands.
+
+        Its sharer pairs run on distinct hosts, none its own or a slot host, and none unknown:
+        in each of its reservations it is the only member from its host and no host runs two
+        members, no member runs on a slot host, and two of its reservations share no member
+        host but its own.
+        """
         host = self._vm_host.get(uuid)
         if host is None:
             return False
         slots = self._slot_hosts[uuid]
-        if host in slots or len(slots) < len(self._vm_res[uuid]):
+        held = self._vm_res[uuid]
+        if host in slots or len(slots) < len(held):
             return False
-        sharers = self._sharer_hosts(uuid)
-        if host in sharers or None in sharers:
-            return False
-        return all(not (count > 1 or sharer_host in slots) for sharer_host, count in sharers.items())
+        seen = []
+        for name in held:
+            member_hosts = self._member_hosts[name]
+            if member_hosts.get(host) != 1 or self._crowded[name] or None in member_hosts \
+                    or not member_hosts.keys().isdisjoint(slots.keys()):
+                return False
+            for other in seen:
+                if len(member_hosts.keys() & other.keys()) > 1:
+                    return False
+            seen.append(member_hosts)
+        return True
 
     def can_join(self, uuid, name):
         """Fast check that VM ``uuid`` may join ``name``, given every VM now meets 1-5."""
@@ -182,21 +191,14 @@ class DependencyGraph:
         member_hosts = self._member_hosts[name]
         if host in member_hosts or not self.new_slot_allowed(uuid, self._res_host[name]):
             return False
-        for slot_host in self._slot_hosts[uuid]:
-            if slot_host in member_hosts:
-                return False
+        if not member_hosts.keys().isdisjoint(self._slot_hosts[uuid]):
+            return False
         for held in self._vm_res[uuid]:
-            small, large = (self._member_hosts[held], member_hosts)
-            if len(large) < len(small):
-                small, large = large, small
-            for other in small:
-                if other in large:
-                    return False
-        linked = self._linked[name]
-        for placed in self._placed_on.get(host, ()):
-            if placed in linked:
+            if not member_hosts.keys().isdisjoint(self._member_hosts[held]):
                 return False
-        return all(shared not in linked for shared in self._running_on.get(host, ()))
+        linked = self._linked[name].keys()
+        return linked.isdisjoint(self._placed_on.get(host, ())) and \
+            linked.isdisjoint(self._running_on.get(host, ()))
 
     def new_slot_allowed(self, uuid, host):
         """True when VM ``uuid`` may take a slot on ``host`` as far as its own slots and

@@ -6,6 +6,7 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ansible_collections.resilient.virt.plugins.module_utils._failover import reconcile
 from ansible_collections.resilient.virt.plugins.module_utils._failover.evacuation import (
     plan_evacuation)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import DependencyGraph
@@ -243,6 +244,55 @@ def test_fast_join_check_matches_the_exact_one(seed):
                 assert graph.new_slot_allowed(uuid, host) == exact
 
 
+def _rules_hold(uuid, vm_host, res_host, uses):
+    """Constraints 1-5 for VM ``uuid``, read from plain maps (the text atop constraints.py):
+    ``uses`` maps a VM to the reservations it uses."""
+    host, slots = vm_host[uuid], uses[uuid]
+    slot_hosts = [res_host[name] for name in slots]
+    if host is None or host in slot_hosts or len(set(slot_hosts)) < len(slot_hosts):
+        return False  # 1 and 2
+    sharer_hosts = [vm_host[other] for other in sorted(uses) if other != uuid
+                    for name in uses[other] if name in slots]
+    if any(h is None or h == host or h in slot_hosts for h in sharer_hosts):
+        return False  # 4
+    return len(set(sharer_hosts)) == len(sharer_hosts)  # 5: distinct hosts, one slot each
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 10 ** 9))
+def test_vm_check_matches_the_rules_on_any_graph(seed):
+    """vm_ok on graphs that break the rules in every way (links made without checks, VMs moved,
+    reservations deleted) agrees with the rules read from plain maps."""
+    rng = random.Random(seed)
+    hosts = ["h%d" % i for i in range(rng.randint(2, 6))]
+    vm_host = {"v%d" % i: rng.choice(hosts + ([None] if rng.random() < 0.1 else [])) for i in range(rng.randint(1, 8))}
+    res_host = {"r%d" % i: rng.choice(hosts) for i in range(rng.randint(1, 6))}
+    uses = {uuid: set() for uuid in vm_host}
+    graph = DependencyGraph()
+    for uuid, host in vm_host.items():
+        graph.add_vm(uuid, host)
+    for name, host in res_host.items():
+        graph.add_reservation(name, host)
+    for _dummy in range(rng.randint(1, 30)):
+        uuid, name, roll = rng.choice(sorted(vm_host)), rng.choice(sorted(res_host)), rng.random()
+        if roll < 0.7:
+            graph.link(uuid, name)
+            uses[uuid].add(name)
+        elif roll < 0.85:
+            graph.unlink(uuid, name)
+            uses[uuid].discard(name)
+        elif roll < 0.95:
+            vm_host[uuid] = rng.choice(hosts)
+            graph.add_vm(uuid, vm_host[uuid])
+        else:
+            graph.remove_reservation(name)
+            graph.add_reservation(name, res_host[name])
+            for held in uses.values():
+                held.discard(name)
+        for other in sorted(vm_host):
+            assert graph.vm_ok(other) == _rules_hold(other, vm_host, res_host, uses), other
+
+
 @st.composite
 def roomy_fleets(draw):
     """(hypervisors, vms, limit): each zone has max requirement + 2 hosts or more, and every host
@@ -297,3 +347,21 @@ def test_roomy_fleet_converges_to_full_coverage_and_stays(fleet):
     assert not again.changed_anything and again.removals == [] and again.reused == 0
     assert {r.name: r.allocations for r in again.reservations} == \
         {r.name: r.allocations for r in result.reservations}
+
+
+@settings(**PROFILE)
+@given(fleets())
+def test_the_plain_greedy_stops_past_its_budget(fleet):
+    """With no join questions allowed, the greedy gives up at once and the cycle keeps the
+    packing's plan, whichever would have held less."""
+    hypervisors, vms, limit = fleet
+    options = FailoverSettings(requirements=dict(REQUIREMENTS), limit_one_new_per_hypervisor=limit)
+    saved = reconcile.STRATEGIES, reconcile.GREEDY_CHECKS
+    try:
+        reconcile.STRATEGIES = (reconcile.PACK,)
+        packing = run_cycle(hypervisors, vms, [], options, now=NOW)
+        reconcile.STRATEGIES, reconcile.GREEDY_CHECKS = saved[0], (0, 0)
+        stopped = run_cycle(hypervisors, vms, [], options, now=NOW)
+    finally:
+        reconcile.STRATEGIES, reconcile.GREEDY_CHECKS = saved
+    assert [r.to_dict() for r in stopped.reservations] == [r.to_dict() for r in packing.reservations]

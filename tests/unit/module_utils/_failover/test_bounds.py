@@ -1,0 +1,177 @@
+"""The lower bound: each term on a fleet computed by hand, and never above the least plan a brute
+force finds under the five rules on tiny fleets."""
+import itertools
+import random
+
+from ansible_collections.resilient.virt.plugins.module_utils._failover.bounds import lower_bound
+from ansible_collections.resilient.virt.plugins.module_utils._failover.model import VM
+
+GIB = 1024
+REQUIREMENTS = {"one": 1, "two": 2, "three": 3}
+
+
+def _bound(vms):
+    bound = lower_bound(vms, REQUIREMENTS, lambda vm: vm.az)
+    return bound.memory_mb, bound.reservations
+
+
+def _vm(uuid, host, flavor, memory_gib, zone="z"):
+    return VM(uuid, host, zone, flavor, 1, memory_gib * GIB)
+
+
+def test_one_hypervisor_counts_every_slot_of_its_vms():
+    # two VMs of h1 requiring two slots: four distinct reservations (sharing alone says 3)
+    vms = [_vm("a", "h1", "two", 16), _vm("b", "h1", "two", 16)]
+    assert _bound(vms) == (4 * 16 * GIB, 4)
+
+
+def test_two_hypervisors_add_all_but_one_slot_per_vm_of_the_second():
+    # h1: 2 VMs requiring two slots (4 slots); h2's VM may reuse one of them only: 4 + 1 = 5
+    # (sharing: 3 pairs need 3 reservations)
+    vms = [_vm("a", "h1", "two", 16), _vm("b", "h1", "two", 16), _vm("c", "h2", "two", 16)]
+    assert _bound(vms) == (5 * 16 * GIB, 5)
+
+
+def test_sharing_counts_every_pair_of_slots_a_vm_holds():
+    # four VMs requiring three slots, one per host: 3 pairs each, 12 distinct pairs need 6
+    # reservations (5 give 10 pairs); one host gives 3, two hosts 3 + 2 = 5
+    vms = [_vm("v%d" % i, "h%d" % i, "three", 8) for i in range(4)]
+    assert _bound(vms) == (6 * 8 * GIB, 6)
+
+
+def test_memory_sums_the_count_added_at_each_size():
+    vms = [_vm("a", "h1", "two", 32), _vm("w", "h1", "one", 8),
+           _vm("b", "h2", "two", 16), _vm("c", "h2", "two", 16), _vm("x", "h9", "one", 64, "y")]
+    # zone z, at 32 GiB: h1 holds a's 2 slots; sharing: 1 pair -> 2        -> 2 of 32 GiB
+    # at 16 GiB: N_h2 = 4, D_h1 = 1 -> 5; N_h1 + D_h2 = 2 + 2 = 4; 3 pairs -> 3    -> 3 more of 16
+    # at 8 GiB: N_h1 = 3 (w), D unchanged -> still 5                        -> none of 8
+    # zone y: x alone, 1 slot of 64 GiB
+    assert _bound(vms) == (2 * 32 * GIB + 3 * 16 * GIB + 64 * GIB, 5 + 1)
+    bound = lower_bound(vms, REQUIREMENTS, lambda vm: vm.az)
+    # the failure bound as before: h1 [32, 8], h2 [16, 16], h1+h2 two-slot VMs [32, 16, 16]
+    assert (bound.failure_memory_mb, bound.failure_reservations) == ((32 + 16 + 16 + 64) * GIB, 4)
+
+
+def _failure_by_definition(fleet):
+    """(memory, count) of the issue's failure bound, from its definition: per zone, m_j is the
+    largest j-th size over each host's VMs and over each two hosts' VMs requiring 2 or more."""
+    memory = count = 0
+    for zone in {vm[4] for vm in fleet}:
+        hosts = sorted({vm[1] for vm in fleet if vm[4] == zone})
+        lists = [[vm[3] for vm in fleet if vm[4] == zone and vm[1] == host] for host in hosts]
+        multi = [[vm[3] for vm in fleet if vm[4] == zone and vm[1] == host and vm[2] >= 2] for host in hosts]
+        lists += [first + second for first, second in itertools.combinations(multi, 2)]
+        lists = [sorted(sizes, reverse=True) for sizes in lists]
+        m = [max(sizes[j] for sizes in lists if len(sizes) > j) for j in range(max(map(len, lists)))]
+        memory += sum(m)
+        count += len(m)
+    return memory, count
+
+
+def test_the_failure_bound_keeps_the_issues_definition():
+    rng = random.Random(7)
+    flavors = {1: "one", 2: "two", 3: "three"}
+    for _case in range(300):
+        fleet = [("v%d" % i, rng.choice("abcdef"), rng.choice((1, 1, 2, 3)), rng.choice((1, 2, 3, 8)),
+                  rng.choice("yz")) for i in range(rng.randint(1, 12))]
+        bound = lower_bound([_vm(*vm[:2], flavors[vm[2]], vm[3], vm[4]) for vm in fleet],
+                            REQUIREMENTS, lambda vm: vm.az)
+        memory, count = _failure_by_definition(fleet)
+        assert (bound.failure_memory_mb, bound.failure_reservations) == (memory * GIB, count), fleet
+
+
+# -- The oracle: the least plan under the five rules, by brute force over abstract reservations
+# (a host and a size; capacity and traits left out, they only make plans bigger).
+
+def _keeps_the_rules(host_of, res_host, slots):
+    """The five rules as constraints.py's docstring states them, for ``slots`` (VM -> the
+    reservations it holds), written here from that text."""
+    members = {}
+    for vm, held in slots.items():
+        for res in held:
+            members.setdefault(res, []).append(vm)
+    for vms in members.values():  # 3. VMs sharing one reservation run on distinct hosts
+        if len({host_of[vm] for vm in vms}) != len(vms):
+            return False
+    for vm, held in slots.items():
+        hosts = [res_host[res] for res in held]
+        if host_of[vm] in hosts or len(set(hosts)) != len(hosts):  # 1 and 2
+            return False
+        sharer_hosts = [host_of[other] for res in held for other in members[res] if other != vm]
+        if host_of[vm] in sharer_hosts or set(sharer_hosts) & set(hosts):  # 4
+            return False
+        if len(set(sharer_hosts)) != len(sharer_hosts):  # 5 (one sharer pair per host)
+            return False
+    return True
+
+
+def _least_plan(hosts, fleet, cost):
+    """The least ``cost(sizes)`` over plans giving each (name, host, required, memory) of
+    ``fleet`` its slots, or None; branch and bound, VMs largest first so that a reservation's
+    size is its first member's."""
+    order = sorted(fleet, key=lambda vm: -vm[3])
+    host_of = {vm[0]: vm[1] for vm in fleet}
+    idle = [h for h in hosts if h not in host_of.values()]  # interchangeable until one is used
+    best = [None]
+
+    def search(index, res_host, sizes, slots):
+        if best[0] is not None and cost(sizes) >= best[0]:
+            return
+        if index == len(order):
+            best[0] = cost(sizes)
+            return
+        name, host, required, memory = order[index]
+        for reused in range(required, -1, -1):  # reuse first: cheap plans early prune more
+            for old in itertools.combinations(range(len(res_host)), reused):
+                taken = {res_host[res] for res in old}
+                if host in taken or len(taken) != reused:
+                    continue  # rules 1 and 2 already broken: skip the hosts of new slots
+                free = [h for h in hosts if h != host and h not in taken]
+                untouched = [h for h in idle if h not in res_host]
+                for new_hosts in itertools.combinations(free, required - reused):
+                    opened = [h for h in new_hosts if h in untouched]
+                    if opened != untouched[:len(opened)]:
+                        continue  # the same plan with idle hosts renamed
+                    more_hosts = res_host + list(new_hosts)
+                    more_sizes = sizes + [memory] * len(new_hosts)
+                    if best[0] is not None and cost(more_sizes) >= best[0]:
+                        continue
+                    held = set(old) | set(range(len(res_host), len(more_hosts)))
+                    plan = dict(slots, **{name: held})
+                    if _keeps_the_rules(host_of, more_hosts, plan):
+                        search(index + 1, more_hosts, more_sizes, plan)
+
+    search(0, [], [], {})
+    return best[0]
+
+
+def test_the_oracle_finds_the_least_plans_counted_by_hand():
+    hosts = ["h1", "h2", "h3", "h4"]
+    # two VMs of h1 requiring two slots may not share (rule 3): 4 reservations on h2..h4
+    assert _least_plan(hosts[:3], [("a", "h1", 2, 16), ("b", "h1", 2, 16)], len) == 4
+    # and c of h2 may join one of them: a {h3, h4}, b {h3, h4}, c {a's h3, h4}
+    fleet = [("a", "h1", 2, 16), ("b", "h1", 2, 16), ("c", "h2", 2, 16)]
+    assert _least_plan(hosts, fleet, len) == 5 and _least_plan(hosts, fleet, sum) == 80
+    # with three hosts a and b each hold a slot on h2, c's host: c joins neither (rule 4)
+    assert _least_plan(hosts[:3], fleet, len) == 6
+    # and a VM requiring three slots of three hosts has no plan (rules 1 and 2)
+    assert _least_plan(hosts[:3], [("a", "h1", 3, 16)], len) is None
+
+
+def test_no_plan_under_the_rules_holds_less_than_the_bound():
+    rng = random.Random(17)
+    checked = tight = 0
+    for _case in range(300):
+        hosts = ["h%d" % i for i in range(rng.randint(3, 5))]
+        fleet = [("v%d" % i, rng.choice(hosts), rng.choice((1, 2, 2, 3)), rng.choice((1, 2, 4)))
+                 for i in range(rng.randint(2, 5))]
+        least_count = _least_plan(hosts, fleet, len)
+        if least_count is None:
+            continue  # no valid plan: any bound holds
+        least_memory = _least_plan(hosts, fleet, sum)
+        flavors = {1: "one", 2: "two", 3: "three"}
+        memory, count = _bound([_vm(name, host, flavors[n], size) for name, host, n, size in fleet])
+        assert least_count >= count and least_memory * GIB >= memory, fleet
+        checked += 1
+        tight += (least_memory * GIB, least_count) == (memory, count)
+    assert checked >= 200 and tight >= 100  # the oracle found plans, and the bound meets some
