@@ -49,16 +49,26 @@ MUTANTS = {
         "a VM may hold two slots on one host"),
     "rule-4-sharer-on-slot-host": (
         FAILOVER + "constraints.py",
-        "        for slot_host in self._slot_hosts[uuid]:\n            if slot_host in member_hosts:\n"
-        "                return False\n",
+        "        if not member_hosts.keys().isdisjoint(self._slot_hosts[uuid]):\n"
+        "            return False\n",
         "",
         "a VM may share a slot with a VM that runs where another of its slots is"),
     "rule-5-sharers-overlap": (
         FAILOVER + "constraints.py",
-        "            for other in small:\n                if other in large:\n"
-        "                    return False\n",
-        "",
+        "            if not member_hosts.keys().isdisjoint(self._member_hosts[held]):\n"
+        "                return False\n",
+        "            continue\n",
         "two sharers of a VM may run on one host"),
+    "crowded-reservation-ignored": (
+        FAILOVER + "constraints.py",
+        "if member_hosts.get(host) != 1 or self._crowded[name] or None in member_hosts",
+        "if member_hosts.get(host) != 1 or None in member_hosts",
+        "a VM passes the rules while two other members of its reservation run on one host"),
+    "greedy-budget-ignored": (
+        FAILOVER + "reconcile.py",
+        "        if self.budget is not None and self.checks > self.budget:\n",
+        "        if False:\n",
+        "the plain greedy runs on past its budget"),
     "zone-ignored": (
         FAILOVER + "placement.py",
         "        for hv in self._zones.get(az, ()):",
@@ -86,8 +96,8 @@ MUTANTS = {
         "a reservation shrinks below the largest VM it serves"),
     "bound-ignores-sharing": (
         FAILOVER + "bounds.py",
-        "                reservations += 1\n",
-        "                break\n",
+        "            sharing += 1\n",
+        "            break\n",
         "the lower bound forgets that two-slot VMs never share both slots"),
     "capacity-ignored": (
         FAILOVER + "placement.py",
