@@ -1,10 +1,13 @@
 """The lower bound: each term on a fleet computed by hand, and never above the least plan a brute
-force finds under the five rules on tiny fleets."""
+force finds under the five rules on tiny fleets; the planner's settled plans against that least
+plan."""
 import itertools
 import random
 
 from ansible_collections.resilient.virt.plugins.module_utils._failover.bounds import lower_bound
-from ansible_collections.resilient.virt.plugins.module_utils._failover.model import VM
+from ansible_collections.resilient.virt.plugins.module_utils._failover.model import VM, Hypervisor
+from ansible_collections.resilient.virt.plugins.module_utils._failover.reconcile import run_cycle
+from ansible_collections.resilient.virt.plugins.module_utils._failover.settings import FailoverSettings
 
 GIB = 1024
 REQUIREMENTS = {"one": 1, "two": 2, "three": 3}
@@ -158,13 +161,18 @@ def test_the_oracle_finds_the_least_plans_counted_by_hand():
     assert _least_plan(hosts[:3], [("a", "h1", 3, 16)], len) is None
 
 
-def test_no_plan_under_the_rules_holds_less_than_the_bound():
-    rng = random.Random(17)
-    checked = tight = 0
-    for _case in range(300):
+def _tiny_fleets(seed, count):
+    """(hosts, fleet) pairs: 3 to 5 hosts, 2 to 5 VMs (name, host, slots required, GiB)."""
+    rng = random.Random(seed)
+    for _case in range(count):
         hosts = ["h%d" % i for i in range(rng.randint(3, 5))]
-        fleet = [("v%d" % i, rng.choice(hosts), rng.choice((1, 2, 2, 3)), rng.choice((1, 2, 4)))
-                 for i in range(rng.randint(2, 5))]
+        yield hosts, [("v%d" % i, rng.choice(hosts), rng.choice((1, 2, 2, 3)), rng.choice((1, 2, 4)))
+                      for i in range(rng.randint(2, 5))]
+
+
+def test_no_plan_under_the_rules_holds_less_than_the_bound():
+    checked = tight = 0
+    for hosts, fleet in _tiny_fleets(17, 300):
         least_count = _least_plan(hosts, fleet, len)
         if least_count is None:
             continue  # no valid plan: any bound holds
@@ -175,3 +183,37 @@ def test_no_plan_under_the_rules_holds_less_than_the_bound():
         checked += 1
         tight += (least_memory * GIB, least_count) == (memory, count)
     assert checked >= 200 and tight >= 100  # the oracle found plans, and the bound meets some
+
+
+def _settled(hosts, fleet):
+    """The planner's plan once a cycle changes nothing, hypervisors roomy enough for any plan."""
+    flavors = {1: "one", 2: "two", 3: "three"}
+    vms = [_vm(name, host, flavors[n], size) for name, host, n, size in fleet]
+    hypervisors = [Hypervisor(host, "z", 1000, 1000 * GIB, frozenset(), 0, 0) for host in hosts]
+    reservations = []
+    for cycle in range(10):
+        result = run_cycle(hypervisors, vms, reservations, FailoverSettings(requirements=REQUIREMENTS),
+                           now=1.8e9 + 60 * cycle, cycle=cycle)
+        reservations = result.reservations
+        if not result.changed_anything:
+            return result
+    raise AssertionError("no settled plan in 10 cycles: %r" % (fleet,))
+
+
+def test_settled_plans_of_tiny_fleets_stay_near_the_least_plan():
+    """Where the brute force knows the least plan, the planner gives every VM its slots and holds
+    at most 1.5 times the least plan's memory and count, the least plan itself on most fleets."""
+    memory_ratios, count_ratios = [], []
+    for hosts, fleet in _tiny_fleets(17, 300):
+        least_count = _least_plan(hosts, fleet, len)
+        if least_count is None:
+            continue
+        result = _settled(hosts, fleet)
+        assert result.summary["slots_missing"] == 0, fleet
+        memory = sum(res.resources["memory_mb"] for res in result.reservations) / float(GIB)
+        memory_ratios.append(memory / _least_plan(hosts, fleet, sum))
+        count_ratios.append(len(result.reservations) / float(least_count))
+    assert len(memory_ratios) >= 200
+    assert max(memory_ratios) <= 1.5 and max(count_ratios) <= 1.5
+    assert sum(r == 1 for r in memory_ratios) > len(memory_ratios) / 2
+    assert sum(memory_ratios) / len(memory_ratios) <= 1.1
