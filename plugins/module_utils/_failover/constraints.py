@@ -160,8 +160,8 @@ class DependencyGraph:
         """True when VM ``uuid`` meets constraints 1-5 as the graph stands.
 
         Its sharer pairs run on distinct hosts, none its own or a slot host, and none unknown:
-        in each of its reservations it is the only member from its host and no host runs two
-        members, no member runs on a slot host, and two of its reservations share no member
+        in each of its reservations no host runs two members (so none runs with it on its host),
+        no member runs on a slot host, and two of its reservations share no member
         host but its own.
         """
         host = self._vm_host.get(uuid)
@@ -174,8 +174,8 @@ class DependencyGraph:
         seen = []
         for name in held:
             member_hosts = self._member_hosts[name]
-            if member_hosts.get(host) != 1 or self._crowded[name] or None in member_hosts \
-                    or not member_hosts.keys().isdisjoint(slots.keys()):
+            # it is a member of ``name``: its host counts 1, or 2 and more when crowded
+            if self._crowded[name] or None in member_hosts or not member_hosts.keys().isdisjoint(slots.keys()):
                 return False
             for other in seen:
                 if len(member_hosts.keys() & other.keys()) > 1:

@@ -4,7 +4,8 @@ For a set of failed hypervisors, every affected VM that must survive it needs a 
 its own (one that lists it with its current host) on a surviving hypervisor, large enough for it,
 and no reservation may serve two of them. Whether such a distinct assignment exists is a maximum
 bipartite matching, found here with Kuhn's augmenting paths, written for the tests and sharing
-nothing with ``_failover.evacuation``.
+nothing with ``_failover.evacuation``. The five sharing rules are read the same way, from plain
+maps (:func:`vm_keeps_the_rules`).
 """
 import itertools
 
@@ -83,3 +84,18 @@ def plan_errors(plan, vms, reservations, failed):
     if unplaced and len(max_assignment(affected, reservations, set(failed))) == len(affected):
         errors.append(("VMs left unplaced though every one could be placed", unplaced))
     return errors
+
+
+def vm_keeps_the_rules(uuid, host_of, res_host, slots):
+    """Constraints 1-5 for VM ``uuid`` as the text atop constraints.py states them, read from
+    plain maps: ``host_of`` VM -> host (None: unknown), ``res_host`` reservation -> host,
+    ``slots`` VM -> the reservations it holds."""
+    host, held = host_of[uuid], slots[uuid]
+    slot_hosts = [res_host[name] for name in held]
+    if host is None or host in slot_hosts or len(set(slot_hosts)) < len(slot_hosts):
+        return False  # 1 and 2
+    sharer_hosts = [host_of[other] for other in sorted(slots) if other != uuid
+                    for name in slots[other] if name in held]
+    if any(h is None or h == host or h in slot_hosts for h in sharer_hosts):
+        return False  # 3 and 4
+    return len(set(sharer_hosts)) == len(sharer_hosts)  # 5: distinct hosts, one slot each

@@ -9,6 +9,8 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.model imp
 from ansible_collections.resilient.virt.plugins.module_utils._failover.reconcile import run_cycle
 from ansible_collections.resilient.virt.plugins.module_utils._failover.settings import FailoverSettings
 
+from .oracle import vm_keeps_the_rules
+
 GIB = 1024
 REQUIREMENTS = {"one": 1, "two": 2, "three": 3}
 
@@ -86,28 +88,6 @@ def test_the_failure_bound_keeps_the_issues_definition():
 # -- The oracle: the least plan under the five rules, by brute force over abstract reservations
 # (a host and a size; capacity and traits left out, they only make plans bigger).
 
-def _keeps_the_rules(host_of, res_host, slots):
-    """The five rules as constraints.py's docstring states them, for ``slots`` (VM -> the
-    reservations it holds), written here from that text."""
-    members = {}
-    for vm, held in slots.items():
-        for res in held:
-            members.setdefault(res, []).append(vm)
-    for vms in members.values():  # 3. VMs sharing one reservation run on distinct hosts
-        if len({host_of[vm] for vm in vms}) != len(vms):
-            return False
-    for vm, held in slots.items():
-        hosts = [res_host[res] for res in held]
-        if host_of[vm] in hosts or len(set(hosts)) != len(hosts):  # 1 and 2
-            return False
-        sharer_hosts = [host_of[other] for res in held for other in members[res] if other != vm]
-        if host_of[vm] in sharer_hosts or set(sharer_hosts) & set(hosts):  # 4
-            return False
-        if len(set(sharer_hosts)) != len(sharer_hosts):  # 5 (one sharer pair per host)
-            return False
-    return True
-
-
 def _least_plan(hosts, fleet, cost):
     """The least ``cost(sizes)`` over plans giving each (name, host, required, memory) of
     ``fleet`` its slots, or None; branch and bound, VMs largest first so that a reservation's
@@ -141,7 +121,7 @@ def _least_plan(hosts, fleet, cost):
                         continue
                     held = set(old) | set(range(len(res_host), len(more_hosts)))
                     plan = dict(slots, **{name: held})
-                    if _keeps_the_rules(host_of, more_hosts, plan):
+                    if all(vm_keeps_the_rules(vm, host_of, more_hosts, plan) for vm in plan):
                         search(index + 1, more_hosts, more_sizes, plan)
 
     search(0, [], [], {})

@@ -20,7 +20,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.settings 
 from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import (
     host_satisfies, trait_needs)
 
-from .oracle import guarantee_breaches, plan_errors
+from .oracle import guarantee_breaches, plan_errors, vm_keeps_the_rules
 from .reference import would_be_eligible
 
 REQUIREMENTS = {"one.*": 1, "two.*": 2, "none": 0}
@@ -244,20 +244,6 @@ def test_fast_join_check_matches_the_exact_one(seed):
                 assert graph.new_slot_allowed(uuid, host) == exact
 
 
-def _rules_hold(uuid, vm_host, res_host, uses):
-    """Constraints 1-5 for VM ``uuid``, read from plain maps (the text atop constraints.py):
-    ``uses`` maps a VM to the reservations it uses."""
-    host, slots = vm_host[uuid], uses[uuid]
-    slot_hosts = [res_host[name] for name in slots]
-    if host is None or host in slot_hosts or len(set(slot_hosts)) < len(slot_hosts):
-        return False  # 1 and 2
-    sharer_hosts = [vm_host[other] for other in sorted(uses) if other != uuid
-                    for name in uses[other] if name in slots]
-    if any(h is None or h == host or h in slot_hosts for h in sharer_hosts):
-        return False  # 4
-    return len(set(sharer_hosts)) == len(sharer_hosts)  # 5: distinct hosts, one slot each
-
-
 @settings(max_examples=300, deadline=None)
 @given(st.integers(0, 10 ** 9))
 def test_vm_check_matches_the_rules_on_any_graph(seed):
@@ -290,7 +276,7 @@ def test_vm_check_matches_the_rules_on_any_graph(seed):
             for held in uses.values():
                 held.discard(name)
         for other in sorted(vm_host):
-            assert graph.vm_ok(other) == _rules_hold(other, vm_host, res_host, uses), other
+            assert graph.vm_ok(other) == vm_keeps_the_rules(other, vm_host, res_host, uses), other
 
 
 @st.composite
