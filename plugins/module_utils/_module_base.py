@@ -128,14 +128,16 @@ class ResilientModule:
     @property
     def store(self):
         if self._store is None:
-            from ansible_collections.resilient.virt.plugins.module_utils._awx import store_warning
             from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
             self._store = open_store(self.params.get("state_store"), environ=self.environ,
                                      timeout=self.settings.store_timeout)
-            warning = store_warning(self.params.get("state_store"), self.environ)  # AWX, no shared store
-            if warning:
-                self.warnings.append(warning)
+            if not self.params.get("state_store"):  # AWX or an EE without a shared store: warn
+                from ansible_collections.resilient.virt.plugins.module_utils._awx import store_warning
+
+                warning = store_warning(self.params.get("state_store"), self.environ)
+                if warning:
+                    self.warnings.append(warning)
         return self._store
 
     @property

@@ -50,11 +50,13 @@ PRELOAD = (
     "plugins.module_utils._backup.run",
     "plugins.module_utils._failover.reconcile", "plugins.module_utils._failover.evacuation",
     "plugins.module_utils._state.sqlite", "plugins.module_utils._state.redis",
-    "plugins.module_utils._state.fallback", "plugins.module_utils._awx",
+    "plugins.module_utils._state.fallback", "plugins.module_utils._state.memory",
+    "plugins.module_utils._awx",
     "plugins.module_utils.providers._environment",
     "plugins.module_utils._resilience.policy", "plugins.module_utils._resilience.breaker",
     "plugins.module_utils.providers._guarded", "plugins.module_utils.providers._vm_schema",
     "plugins.module_utils.providers._libvirt.backend", "plugins.module_utils.providers._libvirt.spec",
+    "plugins.module_utils.providers._libvirt.ssh", "plugins.module_utils.providers._libvirt.create",
     "plugins.module_utils.providers._vsphere.backend", "plugins.module_utils.providers._vsphere.spec",
 )
 _COLLECTION = "ansible_collections.resilient.virt."

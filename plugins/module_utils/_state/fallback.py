@@ -4,7 +4,7 @@ store is unreachable.
 ``store_failure: open`` (the default) wraps the store given to the resilience policy in a
 :class:`FallbackStore`: while the shared store answers, every operation goes to it; the first
 operation that fails with StoreUnavailable (unreachable, frozen past ``store_timeout``, locked,
-damaged) switches the task to a :class:`MemoryStore` of its own for the rest of the task, and
+damaged) switches the task to a ``memory.MemoryStore`` of its own for the rest of the task, and
 ``on_fallback(error)`` is called once (the module turns it into a warning). Other tasks and
 controllers do not see what the task records there. ``store_failure: closed`` uses the shared
 store as it is: its failure fails the call with Unavailable naming the store.
@@ -13,60 +13,12 @@ Only breakers and rate limits fall back: records whose whole point is to be shar
 (failover reservations, backup records, fleet status, breakers set by the circuit_breaker
 module) are read and written through the shared store alone.
 """
-import json
 import threading
-import time
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import StoreUnavailable
-from ansible_collections.resilient.virt.plugins.module_utils._state.store import (
-    StateStore, check_namespace)
+from ansible_collections.resilient.virt.plugins.module_utils._state.store import StateStore
 
-__all__ = ("FallbackStore", "MemoryStore", "policy_store")
-
-
-def _copy(record):
-    return None if record is None else json.loads(json.dumps(record))
-
-
-class MemoryStore(StateStore):
-    """Records in this process's memory, with the same semantics as a shared store."""
-
-    def __init__(self, describe="memory of this task"):
-        self.url = describe
-        self._records = {}
-        self._lock = threading.Lock()
-
-    def get(self, namespace, key, timeout=None):
-        check_namespace(namespace)
-        with self._lock:
-            return _copy(self._records.get((namespace, key)))
-
-    def items(self, namespace, prefix="", timeout=None):
-        check_namespace(namespace)
-        with self._lock:
-            return dict((key, _copy(value)) for (space, key), value in sorted(self._records.items())
-                        if space == namespace and key.startswith(prefix))
-
-    def update(self, namespace, key, fn, timeout=None):
-        check_namespace(namespace)
-        with self._lock:
-            new, result = fn(_copy(self._records.get((namespace, key))), self.now())
-            if new is None:
-                self._records.pop((namespace, key), None)
-            else:
-                self._records[(namespace, key)] = _copy(new)
-            return result
-
-    def delete(self, namespace, key, timeout=None):
-        check_namespace(namespace)
-        with self._lock:
-            self._records.pop((namespace, key), None)
-
-    def now(self):
-        return time.time()
-
-    def close(self):
-        self.closed = True
+__all__ = ("FallbackStore", "policy_store")
 
 
 class FallbackStore(StateStore):
@@ -102,6 +54,8 @@ class FallbackStore(StateStore):
         return operation(memory)
 
     def _fall_back(self, err):
+        from ansible_collections.resilient.virt.plugins.module_utils._state.memory import MemoryStore
+
         with self._lock:
             first = self._memory is None
             if first:

@@ -28,7 +28,6 @@ provider's secrets before the breaker records them and the caller sees them.
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     NotFound, NotSupported, Timeout, VirtError, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.policy import Policy
-from ansible_collections.resilient.virt.plugins.module_utils.providers._reconfigure import differences
 
 __all__ = ("GuardedProvider", "OPERATION_CLASS", "BACKUP_OPERATION_CLASS")
 
@@ -229,6 +228,9 @@ class GuardedProvider:
             raise NotSupported("the %s provider cannot change %s of an existing VM; set %s to "
                                "the VM's current value or remove it" % (
                                    self.type_name, ", ".join(cannot), " and ".join(cannot)))
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._reconfigure import (
+            differences)
+
         return self._call("reconfigure", dict(changes, name=name), self._look(
             name, lambda vm: vm is not None and not differences(vm, changes)))
 

@@ -10,7 +10,9 @@ hung daemon), and ``close()`` itself gives up after a few seconds.
 The host is reported as one hypervisor named by ``provider.name`` (else the host name), in
 availability zone ``provider.az``, with ``provider.traits``. libvirt is synchronous (no task
 ids), so ``task_status`` is not a capability; neither is ``migrate``. Backups are in
-``backup.py``, loaded on the first backup call (``_registry.BuiltinBackups``).
+``backup.py``, loaded on the first backup call (``_registry.BuiltinBackups``); creating a VM,
+its volumes and seed in ``create.py``, loaded by a create, a reconfigure or a delete of volumes;
+reconfiguring one in ``edit.py``, loaded by a reconfigure.
 """
 import fnmatch
 import re
@@ -19,17 +21,16 @@ import time
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, Internal, InvalidSpec, NotFound, NotSupported, Timeout, Unauthorized, Unavailable,
-    field_error, field_errors, redact)
+    field_error, redact)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._connection import (
     SharedConnection, SharedConnectionMixin)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
     POWER_ACTIONS, Option, Provider, check_filters, match_filters, new_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
-from ansible_collections.resilient.virt.plugins.module_utils.providers._reconfigure import list_changes
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import (
-    DOMAIN_TYPES, SEED_ROLE, managed_volumes, name_problem, parse_domain_xml)
-from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.ssh import (
-    ENV as SSH_ENV, is_ssh, ssh_problem, ssh_uri)
+    DOMAIN_TYPES, managed_volumes, name_problem, parse_domain_xml)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import (
+    error_code as _code, error_codes as _codes, is_error as _is, load as _libvirt)
 
 __all__ = ("LibvirtProvider", "resilient_virt_provider_types", "PATTERNS")
 
@@ -39,6 +40,11 @@ POLL_INTERVAL = 0.25
 _URI = r"^[a-z][a-z0-9]*(\+[a-z0-9]+)?://\S*$"
 _UUID = r"^[0-9a-fA-F]{8}-?([0-9a-fA-F]{4}-?){3}[0-9a-fA-F]{12}$"
 PATTERNS = (_URI, _UUID)  # compiled ahead by a controller that preloads the collection
+# SSH setting -> the environment variable it falls back to; ssh.py, imported only when one is
+# given (or a libvirt error is classified), turns them into the URI's parameters
+SSH_ENV = {"ssh_key_file": "RESILIENT_VIRT_LIBVIRT_SSH_KEY_FILE",
+           "ssh_known_hosts": "RESILIENT_VIRT_LIBVIRT_KNOWN_HOSTS",
+           "ssh_verify_host_key": "RESILIENT_VIRT_LIBVIRT_SSH_VERIFY_HOST_KEY"}
 _URI_HELP = ("use e.g. qemu:///system, qemu+ssh://user@host/system, "
              "qemu+unix:///system?socket=/path/to/libvirt-sock or test:///default")
 # virDomainState -> VM state
@@ -62,41 +68,6 @@ _CODES = (
     (Conflict, ("DOM_EXIST", "OPERATION_INVALID", "STORAGE_VOL_EXIST")),
     (NotSupported, ("NO_SUPPORT", "ARGUMENT_UNSUPPORTED", "OPERATION_UNSUPPORTED")),
 )
-# a live change refused with one of these only needs a restart to apply
-_NEEDS_RESTART = ("INVALID_ARG", "OPERATION_INVALID", "NO_SUPPORT", "OPERATION_UNSUPPORTED",
-                  "CONFIG_UNSUPPORTED", "ARGUMENT_UNSUPPORTED", "OPERATION_FAILED")
-_state = {"handler": False}
-
-
-def _silence(_ctx, _err):
-    """libvirt error handler: errors become exceptions, nothing is printed to stderr."""
-
-
-def _libvirt():
-    import libvirt
-
-    if not _state["handler"]:
-        libvirt.registerErrorHandler(_silence, None)
-        _state["handler"] = True
-    return libvirt
-
-
-def _codes(lv, names):
-    return set(getattr(lv, "VIR_ERR_" + n) for n in names if hasattr(lv, "VIR_ERR_" + n))
-
-
-def _code(exc):
-    lv = sys.modules.get("libvirt")
-    if lv is None or not isinstance(exc, lv.libvirtError):
-        return None
-    return exc.get_error_code()
-
-
-def _is(exc, *names):
-    code = _code(exc)
-    return code is not None and code in _codes(sys.modules["libvirt"], names)
-
-
 def _forget(conn):
     """libvirt-python closes a connection in ``__del__`` while ``_o`` is set: never do that for
     one a hung call abandoned (closing would wait on the hung daemon)."""
@@ -128,11 +99,6 @@ def _runtime(fields):
             [(d["path"], d["target"], d["device"]) for d in fields["disks"]],
             [(n.get("mac"), n.get("network"), n.get("bridge"), n.get("model"))
              for n in fields["interfaces"]])
-
-
-def _whole_gib(size):
-    """``size`` bytes in GiB, rounded up (at least 1): the size_gb a volume is recorded with."""
-    return max(1, -(-size // 1024 ** 3))
 
 
 def _version(number):
@@ -182,10 +148,14 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
             raise field_error(self.option_path("uri"), "%r is not a libvirt URI; %s"
                               % (redact(self.config["uri"]), _URI_HELP))
         given = set(key for key in SSH_ENV if config.get(key) is not None or key in self.sources)
-        self._uri, warnings = ssh_uri(self.config["uri"], self.config, given, set(self.sources),
-                                      self.option_path)
-        self.warnings.extend(warnings)
-        self._ssh = is_ssh(self._uri)
+        self._uri = self.config["uri"]
+        if given:
+            from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.ssh import (
+                ssh_uri)
+
+            self._uri, warnings = ssh_uri(self._uri, self.config, given, set(self.sources),
+                                          self.option_path)
+            self.warnings.extend(warnings)
         self._hostname = None
         self._offered = None  # (domain type, its warning, CPU modes) once read
         self._shared = SharedConnection(self._open, lambda conn: conn.close(), CLOSE_TIMEOUT,
@@ -222,7 +192,10 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
         lv = sys.modules["libvirt"]
         message = "libvirt (%s): %s" % (self.key, redact(exc.get_error_message() or exc))
         details = {"libvirt_code": code, "libvirt_domain": exc.get_error_domain()}
-        if self._ssh:
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.ssh import (
+            is_ssh, ssh_problem)
+
+        if is_ssh(self._uri):
             fix = ssh_problem(message, self._uri, self.option_path)
             if fix:
                 return Unauthorized("%s; %s" % (message, fix), cause=exc, details=details)
@@ -381,171 +354,10 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
             raise
 
     def create(self, spec):
-        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import (
-            build_domain_xml, validate_spec)
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.create import (
+            create)
 
-        spec = validate_spec(spec)
-        conn = self._connection()
-        try:
-            self._lookup(conn, spec["name"])
-        except NotFound:
-            pass
-        else:
-            raise Conflict("VM %r already exists on %s" % (spec["name"], self.key))
-        import uuid as uuidlib
-
-        uuid = str(uuidlib.uuid4())
-        domain_type, cpu_mode = self._platform(conn, spec)
-        seed = self._seed_image(conn, spec, uuid)
-        volumes = self._create_volumes(conn, spec["name"], uuid[:8], dict(enumerate(spec["disks"])))
-        made = list(volumes.values())
-        try:
-            if seed:
-                seed = self._upload_seed(conn, "%s-%s-cidata.iso" % (spec["name"], uuid[:8]), *seed)
-                made.append(seed)
-            # libvirt's schema check (about 8 ms a define) for XML the user wrote; what the
-            # spec builds is valid by construction (checked by the unit tests)
-            flags = _libvirt().VIR_DOMAIN_DEFINE_VALIDATE if spec["libvirt"]["xml"] else 0
-            dom = conn.defineXMLFlags(build_domain_xml(spec, domain_type, uuid, volumes, cpu_mode,
-                                                       seed), flags)
-        except Exception as exc:
-            self._delete_volumes(conn, made, best_effort=True)
-            if self._exists(conn, spec["name"]):  # another task defined it meanwhile
-                raise Conflict("VM %r already exists on %s" % (spec["name"], self.key),
-                               cause=exc) from exc
-            if _is(exc, "XML_INVALID_SCHEMA"):
-                raise field_error("libvirt.xml" if spec["libvirt"]["xml"] else "spec",
-                                  "the domain XML does not validate against libvirt's schema "
-                                  "(%s); fix or remove the element" % redact(
-                                      exc.get_error_message() or exc), cause=exc) from exc
-            raise
-        if spec.get("autostart"):
-            dom.setAutostart(1)
-        return self._vm(conn, dom)
-
-    def _platform(self, conn, spec):
-        """(domain type, CPU mode) of a new domain, from the hypervisor's capabilities (read
-        once per provider)."""
-        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.platform import (
-            choose_cpu_mode, choose_domain_type, cpu_modes, domain_types)
-
-        if self._offered is None:
-            capabilities = conn.getCapabilities()
-            domain_type, warning = choose_domain_type(capabilities, self.config.get("domain_type"),
-                                                      self.key)
-            try:
-                supported = cpu_modes(conn.getDomainCapabilities(
-                    None, domain_types(capabilities)[0] or None, None, domain_type, 0))
-            except Exception as exc:  # noqa: BLE001 - a driver without domain capabilities
-                if not _is(exc, "NO_SUPPORT"):
-                    raise
-                supported = None
-            self._offered = (domain_type, warning, supported)
-        domain_type, warning, supported = self._offered
-        if warning and warning not in self.warnings:
-            self.warnings.append(warning)
-        return domain_type, choose_cpu_mode(supported, spec["libvirt"].get("cpu_mode"), self.key)
-
-    def _exists(self, conn, name):
-        try:
-            self._lookup(conn, name)
-        except Exception:  # noqa: BLE001 - only a domain that is there for sure counts
-            return False
-        return True
-
-    def _pool(self, conn, need, name=None):
-        """The active storage pool where ``need`` (``disks[0]``, ``cloud_init``) gets a volume:
-        ``name``, the disk's ``pool`` (InvalidSpec naming ``<need>.pool`` when it is unknown or
-        inactive), else provider.storage_pool."""
-        field = need + ".pool" if name else "provider.storage_pool"
-        name = name or self.config["storage_pool"]
-        try:
-            pool = conn.storagePoolLookupByName(name)
-        except Exception as exc:
-            if not _is(exc, "NO_STORAGE_POOL"):
-                raise
-            fix = ("create the pool or set provider.storage_pool to an existing one"
-                   if field == "provider.storage_pool" else
-                   "give an existing pool (virsh pool-list --all), or leave pool out to use "
-                   "provider.storage_pool")
-            message = ("storage pool %r does not exist on %s, and %s needs one to create a "
-                       "volume; %s" % (name, self.key, need, fix))
-            raise field_error(field, message, cause=exc) from exc
-        if pool.isActive():
-            return pool
-        if field == "provider.storage_pool":
-            raise Conflict("storage pool %r on %s is not active; start it (virsh pool-start %s)"
-                           % (name, self.key, name))
-        raise field_error(field, "storage pool %r on %s is not active; start it (virsh pool-start "
-                                 "%s) or give an active pool" % (name, self.key, name))
-
-    def _create_volumes(self, conn, name, token, disks):
-        """Create a volume per disk given by size_gb or base_image ({index: validated disk}) in
-        the disk's pool, named after the VM, ``token`` and the index: {index: volume dict}.
-        Every pool and base image is checked before the first volume is made."""
-        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt import (
-            images, spec as domain_spec)
-
-        made = sorted((index, disk) for index, disk in disks.items()
-                      if "size_gb" in disk or "base_image" in disk)
-        pools, bases, errors = {}, {}, []
-        for index, disk in made:
-            where = "disks[%d]" % index
-            try:
-                pools[index] = self._pool(conn, where, disk.get("pool"))
-                if "base_image" in disk:
-                    bases[index] = images.base_image(conn, pools[index], disk["base_image"],
-                                                     where, self.key)
-                    images.check_size(disk, bases[index][2], where)
-            except InvalidSpec as err:
-                errors.extend(e for e in err.details["errors"] if e not in errors)
-        if errors:
-            raise field_errors(errors, "the disks cannot be created")
-        volumes = {}
-        try:
-            for index, disk in made:
-                volume = "%s-%s-disk%d.%s" % (name, token, index, disk["format"])
-                if index in bases:
-                    vol = images.clone_volume(pools[index], volume, disk, bases[index])
-                else:
-                    vol = pools[index].createXML(
-                        domain_spec.volume_xml(volume, disk["size_gb"], disk["format"]), 0)
-                volumes[index] = {"pool": pools[index].name(), "name": volume, "path": vol.path(),
-                                  "size_gb": disk.get("size_gb") or _whole_gib(vol.info()[1])}
-                if index in bases:
-                    volumes[index].update(base_image=disk["base_image"], clone=disk["clone"])
-        except Exception:
-            self._delete_volumes(conn, volumes.values(), best_effort=True)
-            raise
-        return volumes
-
-    def _seed_image(self, conn, spec, uuid):
-        """(pool, ISO image) of the cloud-init seed the new VM ``spec`` asks for, or None."""
-        if spec.get("cloud_init") is None:
-            return None
-        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.images import (
-            seed_files, seed_iso)
-
-        return (self._pool(conn, "cloud_init"),
-                seed_iso(seed_files(spec["cloud_init"], uuid, spec["name"])))
-
-    @staticmethod
-    def _upload_seed(conn, name, pool, data):
-        """The seed ISO ``data`` uploaded as the raw volume ``name`` of ``pool``: its volume dict."""
-        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backup_storage import (
-            upload)
-
-        vol = upload(conn, pool, name, data)
-        return {"pool": pool.name(), "name": name, "path": vol.path(),
-                "size_gb": _whole_gib(len(data)), "role": SEED_ROLE}
-
-    def _delete_volumes(self, conn, volumes, best_effort=False):
-        for volume in volumes:
-            try:
-                conn.storageVolLookupByPath(volume["path"]).delete(0)
-            except Exception as exc:
-                if not (best_effort or _is(exc, "NO_STORAGE_VOL")):
-                    raise
+        return create(self, spec)
 
     def delete(self, name):
         """Power off, remove the volumes created for the VM, then undefine it.
@@ -562,7 +374,11 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
             except Exception as exc:
                 if not _is(exc, "OPERATION_INVALID"):  # stopped meanwhile
                     raise
-        self._delete_volumes(conn, volumes)
+        if volumes:
+            from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.create import (
+                delete_volumes)
+
+            delete_volumes(conn, volumes)
         if persistent:
             self._undefine(dom)
 
@@ -629,93 +445,10 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
         memory and devices live, when refused (or a device the guest does not release) at the
         next start, which ``restart_required`` then says. Added disks given by size_gb get new
         volumes; a removed disk's volume is kept, with a warning that names it."""
-        import uuid as uuidlib
-
         from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.edit import (
-            DomainEdit)
+            reconfigure)
 
-        validated = self._changes_spec(name, vcpus, memory_mb, changes)
-        lv = _libvirt()
-        conn = self._connection()
-        dom = self._lookup(conn, name)
-        edit = DomainEdit(dom.XMLDesc(lv.VIR_DOMAIN_XML_INACTIVE))
-        edit.resources(vcpus, memory_mb)
-        if "metadata" in changes or "tags" in changes:
-            edit.labels(changes.get("metadata"), changes.get("tags"))
-        if "boot" in changes:
-            edit.boot(validated["boot"])
-        if "interfaces" in changes:
-            edit.interfaces(changes["interfaces"], validated["interfaces"])
-        volumes = {}
-        if "disks" in changes:
-            added = list_changes("disks", edit.current["disks"], changes["disks"])["add"]
-            volumes = self._create_volumes(conn, name, "%s-%s" % (
-                edit.current["uuid"][:8], uuidlib.uuid4().hex[:6]),
-                dict((index, validated["disks"][index]) for index, _item in added))
-            edit.disks(changes["disks"], validated["disks"], volumes)
-        try:
-            conn.defineXML(edit.finish())
-        except Exception:
-            self._delete_volumes(conn, volumes.values(), best_effort=True)
-            raise
-        for volume in edit.kept:
-            self.warnings.append(
-                "disk %s was removed from VM %r; its volume %s in pool %s is kept (delete it "
-                "with: virsh vol-delete --pool %s %s)"
-                % (volume["target"], name, volume["name"], volume["pool"], volume["pool"],
-                   volume["name"]))
-        if dom.isActive():
-            self._apply_live(dom, edit, vcpus, memory_mb)
-        if "autostart" in changes and bool(dom.autostart()) != changes["autostart"]:
-            dom.setAutostart(int(changes["autostart"]))
-        return self._vm(conn, dom)
-
-    def _changes_spec(self, name, vcpus, memory_mb, changes):
-        """The changed fields checked as a spec (every bad one named by its path), with the
-        defaults a new VM would get."""
-        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import (
-            validate_spec)
-
-        for field, value, low in (("vcpus", vcpus, 1), ("memory_mb", memory_mb, 16)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                      or value < low):
-                raise field_error(field, "%r: must be an integer >= %d" % (value, low))
-        checked = dict((field, value) for field, value in changes.items()
-                       if field in ("disks", "interfaces", "boot", "tags", "autostart"))
-        if "metadata" in changes:  # None values remove keys
-            checked["metadata"] = dict((key, value) for key, value in changes["metadata"].items()
-                                       if value is not None)
-        return validate_spec(dict(checked, name=name, vcpus=vcpus or 1, memory_mb=memory_mb or 16))
-
-    def _apply_live(self, dom, edit, vcpus, memory_mb):
-        """Bring the running ``dom`` to the edited definition as far as it can go live."""
-        lv = _libvirt()
-        live = parse_domain_xml(dom.XMLDesc(0))
-        steps = [(dom.setVcpusFlags, vcpus, live["vcpus"], vcpus),
-                 (dom.setMemoryFlags, memory_mb, live["memory_mb"],
-                  None if memory_mb is None else memory_mb * 1024)]
-        for setter, wanted, current, argument in steps:
-            if wanted is not None and wanted != current:
-                self._live(setter, argument)
-        for operation, xml in edit.live:
-            method = {"attach": dom.attachDeviceFlags, "detach": dom.detachDeviceFlags,
-                      "update": dom.updateDeviceFlags}[operation]
-            self._live(method, xml)
-        if edit.labels_changed:
-            from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import (
-                NAMESPACE)
-            self._live(lambda xml, flags: dom.setMetadata(
-                lv.VIR_DOMAIN_METADATA_ELEMENT, xml, "rv", NAMESPACE, flags), edit.vm_element())
-
-    @staticmethod
-    def _live(method, argument):
-        """One change to the running domain; a refusal that only a restart overcomes is left
-        for the restart (the definition has the change)."""
-        try:
-            method(argument, _libvirt().VIR_DOMAIN_AFFECT_LIVE)
-        except Exception as exc:
-            if not _is(exc, *_NEEDS_RESTART):
-                raise
+        return reconfigure(self, name, vcpus, memory_mb, changes)
 
 
 @hookimpl

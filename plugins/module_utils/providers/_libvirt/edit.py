@@ -1,5 +1,6 @@
 """Changes to an existing domain: its persistent XML edited, and the same changes as device
-operations for the running domain (which it may refuse until a restart).
+operations for the running domain (which it may refuse until a restart); :func:`reconfigure`
+makes them for the libvirt provider.
 
 The rules of what may change are ``providers/_reconfigure.py``'s; the elements are ``spec.py``'s,
 so a disk or an interface added later is written as one given at creation. Imported on the
@@ -9,6 +10,8 @@ import random
 import xml.etree.ElementTree as ET
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import (
+    is_error as _is, load as _libvirt)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import (
     disk_nodes, managed_volumes, mib, parse_domain_xml, qualified)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import (
@@ -16,7 +19,11 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.
 from ansible_collections.resilient.virt.plugins.module_utils.providers._reconfigure import (
     list_changes, merged_metadata)
 
-__all__ = ("DomainEdit", "random_mac")
+__all__ = ("DomainEdit", "random_mac", "reconfigure")
+
+# a live change refused with one of these only needs a restart to apply
+_NEEDS_RESTART = ("INVALID_ARG", "OPERATION_INVALID", "NO_SUPPORT", "OPERATION_UNSUPPORTED",
+                  "CONFIG_UNSUPPORTED", "ARGUMENT_UNSUPPORTED", "OPERATION_FAILED")
 
 
 def random_mac():
@@ -168,3 +175,96 @@ class DomainEdit:
         children = list(devices)
         last = max((i for i, child in enumerate(children) if child.tag == tag), default=None)
         devices.insert(len(children) if last is None else last + 1, node)
+
+
+def reconfigure(provider, name, vcpus, memory_mb, changes):
+    """``LibvirtProvider.reconfigure`` of VM ``name`` on ``provider``: its VM dict."""
+    import uuid as uuidlib
+
+    from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.create import (
+        create_volumes, delete_volumes)
+
+    validated = _changes_spec(name, vcpus, memory_mb, changes)
+    lv = _libvirt()
+    conn = provider._connection()
+    dom = provider._lookup(conn, name)
+    edit = DomainEdit(dom.XMLDesc(lv.VIR_DOMAIN_XML_INACTIVE))
+    edit.resources(vcpus, memory_mb)
+    if "metadata" in changes or "tags" in changes:
+        edit.labels(changes.get("metadata"), changes.get("tags"))
+    if "boot" in changes:
+        edit.boot(validated["boot"])
+    if "interfaces" in changes:
+        edit.interfaces(changes["interfaces"], validated["interfaces"])
+    volumes = {}
+    if "disks" in changes:
+        added = list_changes("disks", edit.current["disks"], changes["disks"])["add"]
+        volumes = create_volumes(provider, conn, name, "%s-%s" % (
+            edit.current["uuid"][:8], uuidlib.uuid4().hex[:6]),
+            dict((index, validated["disks"][index]) for index, _item in added))
+        edit.disks(changes["disks"], validated["disks"], volumes)
+    try:
+        conn.defineXML(edit.finish())
+    except Exception:
+        delete_volumes(conn, volumes.values(), best_effort=True)
+        raise
+    for volume in edit.kept:
+        provider.warnings.append(
+            "disk %s was removed from VM %r; its volume %s in pool %s is kept (delete it "
+            "with: virsh vol-delete --pool %s %s)"
+            % (volume["target"], name, volume["name"], volume["pool"], volume["pool"],
+               volume["name"]))
+    if dom.isActive():
+        _apply_live(dom, edit, vcpus, memory_mb)
+    if "autostart" in changes and bool(dom.autostart()) != changes["autostart"]:
+        dom.setAutostart(int(changes["autostart"]))
+    return provider._vm(conn, dom)
+
+
+def _changes_spec(name, vcpus, memory_mb, changes):
+    """The changed fields checked as a spec (every bad one named by its path), with the
+    defaults a new VM would get."""
+    from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import (
+        validate_spec)
+
+    for field, value, low in (("vcpus", vcpus, 1), ("memory_mb", memory_mb, 16)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < low):
+            raise field_error(field, "%r: must be an integer >= %d" % (value, low))
+    checked = dict((field, value) for field, value in changes.items()
+                   if field in ("disks", "interfaces", "boot", "tags", "autostart"))
+    if "metadata" in changes:  # None values remove keys
+        checked["metadata"] = dict((key, value) for key, value in changes["metadata"].items()
+                                   if value is not None)
+    return validate_spec(dict(checked, name=name, vcpus=vcpus or 1, memory_mb=memory_mb or 16))
+
+
+def _apply_live(dom, edit, vcpus, memory_mb):
+    """Bring the running ``dom`` to the edited definition as far as it can go live."""
+    lv = _libvirt()
+    live = parse_domain_xml(dom.XMLDesc(0))
+    steps = [(dom.setVcpusFlags, vcpus, live["vcpus"], vcpus),
+             (dom.setMemoryFlags, memory_mb, live["memory_mb"],
+              None if memory_mb is None else memory_mb * 1024)]
+    for setter, wanted, current, argument in steps:
+        if wanted is not None and wanted != current:
+            _live(setter, argument)
+    for operation, xml in edit.live:
+        method = {"attach": dom.attachDeviceFlags, "detach": dom.detachDeviceFlags,
+                  "update": dom.updateDeviceFlags}[operation]
+        _live(method, xml)
+    if edit.labels_changed:
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import (
+            NAMESPACE)
+        _live(lambda xml, flags: dom.setMetadata(
+            lv.VIR_DOMAIN_METADATA_ELEMENT, xml, "rv", NAMESPACE, flags), edit.vm_element())
+
+
+def _live(method, argument):
+    """One change to the running domain; a refusal that only a restart overcomes is left
+    for the restart (the definition has the change)."""
+    try:
+        method(argument, _libvirt().VIR_DOMAIN_AFFECT_LIVE)
+    except Exception as exc:
+        if not _is(exc, *_NEEDS_RESTART):
+            raise

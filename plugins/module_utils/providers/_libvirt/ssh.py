@@ -20,13 +20,11 @@ import os
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error, redact
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backend import (
+    SSH_ENV as ENV)
 
 __all__ = ("ENV", "is_ssh", "ssh_uri", "ssh_problem")
 
-# setting -> the environment variable it falls back to
-ENV = {"ssh_key_file": "RESILIENT_VIRT_LIBVIRT_SSH_KEY_FILE",
-       "ssh_known_hosts": "RESILIENT_VIRT_LIBVIRT_KNOWN_HOSTS",
-       "ssh_verify_host_key": "RESILIENT_VIRT_LIBVIRT_SSH_VERIFY_HOST_KEY"}
 SSH_TRANSPORTS = ("ssh", "libssh", "libssh2")
 # setting -> the URI parameters that say the same (a URI that has one as well is refused)
 _PARAMETERS = {"ssh_key_file": ("keyfile",), "ssh_known_hosts": ("known_hosts",),

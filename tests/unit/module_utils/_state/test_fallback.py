@@ -13,7 +13,8 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.policy import Policy
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import resolve_settings
 from ansible_collections.resilient.virt.plugins.module_utils._state.fallback import (
-    FallbackStore, MemoryStore, policy_store)
+    FallbackStore, policy_store)
+from ansible_collections.resilient.virt.plugins.module_utils._state.memory import MemoryStore
 from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
 

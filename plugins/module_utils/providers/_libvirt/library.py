@@ -1,0 +1,42 @@
+"""libvirt-python, imported on first use with its error handler silenced, and its error codes.
+
+The backend and the files it loads on demand (``create.py``, ``edit.py``) share these.
+"""
+import sys
+
+__all__ = ("load", "error_code", "error_codes", "is_error")
+
+_state = {"handler": False}
+
+
+def _silence(_ctx, _err):
+    """libvirt error handler: errors become exceptions, nothing is printed to stderr."""
+
+
+def load():
+    """The ``libvirt`` module, with the error handler registered once."""
+    import libvirt
+
+    if not _state["handler"]:
+        libvirt.registerErrorHandler(_silence, None)
+        _state["handler"] = True
+    return libvirt
+
+
+def error_codes(lv, names):
+    """The codes of libvirt error names (``NO_DOMAIN``); names an old libvirt lacks are skipped."""
+    return set(getattr(lv, "VIR_ERR_" + n) for n in names if hasattr(lv, "VIR_ERR_" + n))
+
+
+def error_code(exc):
+    """The libvirt error code of ``exc``; None when it is not a libvirtError."""
+    lv = sys.modules.get("libvirt")
+    if lv is None or not isinstance(exc, lv.libvirtError):
+        return None
+    return exc.get_error_code()
+
+
+def is_error(exc, *names):
+    """True when ``exc`` is a libvirtError with one of the error ``names``."""
+    code = error_code(exc)
+    return code is not None and code in error_codes(sys.modules["libvirt"], names)
