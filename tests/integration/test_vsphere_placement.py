@@ -112,6 +112,49 @@ def test_vm_dicts_show_where_the_vm_is(provider, oracle):
     assert expected["datacenter"] == "DC1" and expected["cluster"] == "DC1_C1"
 
 
+def soap_calls(provider):
+    """The names of the SOAP methods ``provider`` calls from now on, in order: its own
+    connection to the simulator, with a counter in front of the stub's InvokeMethod."""
+    stub, calls = provider._connection().si._stub, []
+    invoke = stub.InvokeMethod
+
+    def counted(mo, info, args, outerStub=None):
+        calls.append(info.wsdlName)
+        return invoke(mo, info, args, outerStub)
+
+    stub.InvokeMethod = counted
+    return calls
+
+
+def test_a_listing_reads_the_vms_and_where_they_are_in_one_query(sim, oracle, folder, names):
+    """A VM listing is one PropertyCollector call (plus its container view, the first time): the
+    folders and resource pools that placement names come with the VMs; tags are read as before
+    (their REST session opens while the SOAP query runs)."""
+    name = names()
+    maker = VSphereProvider(dict(sim, timeout="10s", task_timeout="30s"))
+    try:
+        maker.create({"name": name, "vcpus": 1, "memory_mb": 64, "tags": ["web"],
+                      "placement": {"cluster": "DC0_C1", "folder": folder[0]}})
+    finally:
+        maker.close()
+    p = VSphereProvider(dict(sim, timeout="10s"))
+    try:
+        p.list_hypervisors()  # logs in, reads the hosts and the custom field names
+        calls = soap_calls(p)
+        vms = p.list_vm_summaries()
+        assert calls == ["CreateContainerView", "RetrievePropertiesEx"]
+        del calls[:]
+        assert p.list_vm_summaries({"name": name})[0]["placement"]["folder"] == folder[1]
+        assert calls == ["RetrievePropertiesEx"]
+    finally:
+        p.close()
+    assert len(vms) > 8
+    for vm in vms:
+        assert vm["placement"] == oracle.placement(oracle.vm(vm["name"])), vm["name"]
+    made = next(vm for vm in vms if vm["name"] == name)
+    assert made["placement"]["folder"] == folder[1] and made["tags"] == ["web"]
+
+
 # -- create -----------------------------------------------------------------------------------
 def test_create_placed_on_a_cluster_host_folder_and_datastore(provider, oracle, folder, names):
     name = names()

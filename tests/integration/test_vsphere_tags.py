@@ -110,6 +110,55 @@ def test_read_many_vms_in_one_request_matches_the_oracle(sim, moids):
         p.close()
 
 
+def test_a_listing_logs_in_and_finds_the_category_while_its_soap_query_runs(
+        tmp_path, monkeypatch):
+    """The REST requests of a VM listing (recorded on the provider's real connections) overlap
+    its VM query, which the simulator slows down to 1 s: after the query only the batched read
+    of the VMs' tags (and the names of tags the session has not met) is left."""
+    run_dir = str(tmp_path / "vcsim")
+    settings = vcsim.start(run_dir, bin_dir=BIN_DIR, vms=1,
+                           method_delay="RetrievePropertiesEx=1000")
+    try:
+        oracle = Simulator(settings)
+        moid = oracle.vm("DC0_C0_RP0_VM0")._moId
+        oracle.close()
+        writer = open_provider(settings)
+        writer._tags().set_tags(moid, ["web"])
+        writer.close()
+        events, send = [], requests.Session.request
+
+        def request(session, method, url, *args, **kwargs):
+            response = send(session, method, url, *args, **kwargs)
+            events.append(url.split("/cis/")[1])
+            return response
+        monkeypatch.setattr(requests.Session, "request", request)
+        p = open_provider(settings)
+        try:
+            p.list_hypervisors()
+            assert events == []
+            stub = p._connection().si._stub
+            invoke = stub.InvokeMethod
+
+            def query(mo, info, args, outerStub=None):
+                result = invoke(mo, info, args, outerStub)
+                events.append(info.wsdlName)
+                return result
+            stub.InvokeMethod = query
+            vms = dict((vm["name"], vm["tags"]) for vm in p.list_vm_summaries())
+            stub.InvokeMethod = invoke
+        finally:
+            p.close()
+    finally:
+        vcsim.stop(run_dir)
+    assert vms == {"DC0_C0_RP0_VM0": ["web"], "DC0_C1_RP0_VM0": []}
+    ended = events.index("RetrievePropertiesEx")
+    assert "session" in events[:ended] and "tagging/category" in events[:ended]
+    after = events[ended + 1:]
+    assert after[0] == "tagging/tag-association?~action=list-attached-tags-on-objects"
+    assert after[-1] == "session"  # the logout, by close()
+    assert all(e.startswith("tagging/tag/id:") for e in after[1:-1]), after
+
+
 def test_logout_on_close(sim, moids):
     settings = sim[1]
     p = open_provider(settings)

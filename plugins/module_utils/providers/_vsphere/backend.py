@@ -14,15 +14,16 @@ Asynchronous vSphere tasks are polled until they end or ``task_timeout`` passes;
 then carries the task id (``details.task_id``) for ``task_status``. A call abandoned by the
 caller's time limit stops polling at its next poll.
 
-Where a VM goes and where it is (``placement``) is worked out by ``placement.py``; a VM moves
+Where a VM goes and where it is (``placement``) is worked out by ``placement.py``; a VM listing
+reads the folders and resource pools above its VMs in the same query as the VMs. A VM moves
 with RelocateVM_Task and MoveIntoFolder_Task. ``template`` makes ``create`` clone a VM or
 template, then change the clone as ``reconfigure`` would; a new VM whose later steps fail is
 deleted again. Guest information comes from VMware Tools, in the same read as the rest.
 
 Tags are vSphere tags of the ``tag_category`` category, kept in vCenter's REST API
 (``tagging.py``): its session is opened on the first VM dict or tag change, with the same TLS
-settings. An endpoint without that API (an ESXi host) has no tags: VM dicts show none, and
-setting one raises NotSupported.
+settings (by a VM listing, in a thread while its SOAP query runs). An endpoint without that
+API (an ESXi host) has no tags: VM dicts show none, and setting one raises NotSupported.
 """
 import re
 import socket
@@ -402,17 +403,45 @@ class VSphereProvider(SharedConnectionMixin, Provider):
                            % (len(refs), name, self.key, name))
         return refs[0]
 
-    def _vm_dicts(self, session, found):
+    def _tags_of(self, session, moids):
+        """{moid: tag names} of the VMs ``moids`` ({} on an endpoint without tags)."""
+        client = self._tag_client(session)
+        return client.tags_of(moids) if client else {}
+
+    def _tags_of_soon(self, session):
+        """``_tags_of`` for the VMs of a query the caller makes next: the REST session is opened
+        and the category looked up now, in a thread, so that those round trips overlap the
+        query; their errors are raised by the function returned."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def prepare():
+            client = self._tag_client(session)
+            if client is not None:
+                client.category(create=False)
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="resilient-virt-tags")
+        ready = pool.submit(prepare)
+        pool.shutdown(wait=False)
+
+        def tags_of(moids):
+            ready.result()
+            return self._tags_of(session, moids)
+        return tags_of
+
+    def _vm_dicts(self, session, found, tree=None, tags_of=None):
+        """The VM dicts of ``found`` (VM_PATHS properties). ``tree`` holds their folders' and
+        resource pools' ancestors when the caller read them (else the session's tree is used);
+        ``tags_of(moids)`` reads their tags (default ``_tags_of``)."""
         props_list = [props for ref, props in found]
         if any(p.get("runtime.host") is not None and p["runtime.host"]._moId not in session.hosts
                for p in props_list):
             self._host_records(session)
         field_names = self._field_names(session, props_list)
         portgroups = self._portgroups(session, props_list)
-        tree = self._tree(session, [p.get(key) for p in props_list
-                                    for key in ("parent", "resourcePool")]) if found else None
-        client = self._tag_client(session) if found else None
-        tags = client.tags_of([ref._moId for ref, props in found]) if client else {}
+        if tree is None and found:
+            tree = self._tree(session, [p.get(key) for p in props_list
+                                        for key in ("parent", "resourcePool")])
+        tags_of = tags_of or (lambda moids: self._tags_of(session, moids))
+        tags = tags_of([ref._moId for ref, props in found]) if found else {}
         return [new_vm(self, props.get("name"), tags=tags.get(ref._moId, []),
                        placement=vm_placement(props, tree, session.hosts),
                        **vm_fields(props, session.hosts, field_names, portgroups))
@@ -475,9 +504,17 @@ class VSphereProvider(SharedConnectionMixin, Provider):
 
         check_filters(filters)
         session = self._connection()
+        tags_of = self._tags_of_soon(session)
         view = self._view(session, [vim.VirtualMachine])
-        found = retrieve_view(session.content, view, {vim.VirtualMachine: paths})
-        vms = [vm for vm in self._vm_dicts(session, found) if match_filters(vm, filters)]
+        wanted = dict((getattr(vim, kind), kind_paths) for kind, kind_paths in TREE_PATHS.items())
+        wanted[vim.VirtualMachine] = paths
+        found = retrieve_view(session.content, view, wanted, ancestors=True)
+        top = session.content.rootFolder._moId
+        tree = Tree([(ref, props) for ref, props in found
+                     if not isinstance(ref, vim.VirtualMachine) and ref._moId != top])
+        found = [(ref, props) for ref, props in found if isinstance(ref, vim.VirtualMachine)]
+        vms = [vm for vm in self._vm_dicts(session, found, tree, tags_of)
+               if match_filters(vm, filters)]
         return sorted(vms, key=lambda vm: vm["name"] or "")
 
     def list_vm_summaries(self, filters=None):

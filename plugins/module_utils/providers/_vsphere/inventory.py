@@ -62,12 +62,23 @@ def retrieve(content, objects, paths_by_type):
     return _results(collector, collector.RetrievePropertiesEx([spec], pc.RetrieveOptions()))
 
 
-def retrieve_view(content, view, paths_by_type):
-    """Like :func:`retrieve`, for every object of a ContainerView."""
+def retrieve_view(content, view, paths_by_type, ancestors=False):
+    """Like :func:`retrieve`, for every object of a ContainerView. With ``ancestors``, the same
+    query also returns the ancestors (by ``parent``, up to the root folder) of those objects and
+    of the ``resourcePool`` of VMs among them, with the paths ``paths_by_type`` gives their
+    types."""
     from pyVmomi import vim, vmodl
 
     pc = vmodl.query.PropertyCollector
-    traverse = pc.TraversalSpec(name="view", path="view", skip=False, type=vim.view.ContainerView)
+    select = []
+    if ancestors:
+        up = [pc.SelectionSpec(name="up")]
+        select = [pc.TraversalSpec(name="up", path="parent", skip=False, type=vim.ManagedEntity,
+                                   selectSet=up),
+                  pc.TraversalSpec(path="resourcePool", skip=False, type=vim.VirtualMachine,
+                                   selectSet=up)]
+    traverse = pc.TraversalSpec(name="view", path="view", skip=False, type=vim.view.ContainerView,
+                                selectSet=select)
     spec = pc.FilterSpec(
         objectSet=[pc.ObjectSpec(obj=view, skip=True, selectSet=[traverse])],
         propSet=_prop_specs(pc, paths_by_type))

@@ -8,8 +8,9 @@ file). A spec may also give a resource pool by name (unique where the VM goes) a
 its path under the datacenter's VM folder (``team-a``).
 
 The tree of datacenters, folders, compute resources and resource pools is read in one
-PropertyCollector call (see ``backend._tree``). pyVmomi is imported inside the functions that
-need it.
+PropertyCollector call (see ``backend._tree``); a VM listing reads only the part above its VMs,
+in the same call as the VMs (``inventory.retrieve_view`` with ``ancestors``). pyVmomi is
+imported inside the functions that need it.
 """
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, InvalidSpec, NotSupported, QuotaExceeded, field_error, field_errors)
