@@ -14,7 +14,9 @@ For each fleet, in one run:
   same cycles, run from that commit's files in a subprocess (skipped without git history);
 * a plain greedy - largest VM first, the most shared reservation it may join, else a new one
   sized to the VM, no limit per hypervisor - one pass (the planner's own greedy strategy);
-* the lower bounds (``_failover/bounds.py``): from failures alone, and with sharing.
+* the lower bounds (``_failover/bounds.py``): the failure bound alone (``failure_memory_mb``),
+  and the bound the module reports (the largest of its one-hypervisor, two-hypervisor and
+  sharing counts).
 
     python3 bench/bench_failover.py [--quick] [--json PATH] [--seed N] [--baseline REV]
 """
@@ -208,7 +210,7 @@ def table(result):
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in result["rows"]:
         bound = row["bound"]
-        lines.append("| %s | lower bound (failures / with sharing) | %d / %d | %d / %d | | | | | | |"
+        lines.append("| %s | lower bound (failures alone / reported) | %d / %d | %d / %d | | | | | | |"
                      % (row["fleet"], bound["failure_reservations"], bound["reservations"],
                         bound["failure_memory_mb"] // 1024, bound["memory_mb"] // 1024))
         shown = [("this planner, 1st cycle", row["ours"]["first"], ""),

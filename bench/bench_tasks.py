@@ -484,7 +484,8 @@ def _set_fillers(hv, count):
 
 
 def _vm_task(hv, store_url, state):
-    args = {"provider": {"type": "libvirt", "name": hv["name"], "uri": hv["uri"]},
+    args = {"provider": {"type": "libvirt", "name": hv["name"], "uri": hv["uri"],
+                         "domain_type": "qemu"},
             "name": VM_NAME, "state": state, "state_store": store_url}
     if state != "absent":
         args.update(vcpus=1, memory_mb=64)
