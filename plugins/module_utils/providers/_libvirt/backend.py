@@ -68,6 +68,8 @@ _CODES = (
     (Conflict, ("DOM_EXIST", "OPERATION_INVALID", "STORAGE_VOL_EXIST")),
     (NotSupported, ("NO_SUPPORT", "ARGUMENT_UNSUPPORTED", "OPERATION_UNSUPPORTED")),
 )
+
+
 def _forget(conn):
     """libvirt-python closes a connection in ``__del__`` while ``_o`` is set: never do that for
     one a hung call abandoned (closing would wait on the hung daemon)."""
