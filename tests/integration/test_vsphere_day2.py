@@ -5,6 +5,7 @@ The oracles are of the test's own: pyVmomi reads (simulator_session.Simulator: d
 attributes, guest information, tasks, the datastore browser) and raw REST reads of the tags
 (rest_session.Rest).
 """
+import threading
 import time
 import uuid
 
@@ -133,6 +134,38 @@ def test_metadata_set_changed_and_removed(provider, oracle, vm):
     got = provider.reconfigure(vm, metadata={"owner": "team-b", "tier": None, "gone": None})
     assert attributes(oracle, ref) == {"owner": "team-b"}
     assert got["metadata"] == {"owner": "team-b"} == provider.describe(vm)["metadata"]
+
+
+def test_a_new_attribute_set_on_two_vms_at_once(sim, provider, oracle, vm):
+    """Two tasks that both find a custom attribute missing both define it: the one vSphere answers
+    DuplicateName uses the other's definition instead of failing."""
+    other = "day2-%s" % uuid.uuid4().hex[:6]
+    provider.create({"name": other, "vcpus": 1, "memory_mb": 64})
+    name = "race-%s" % uuid.uuid4().hex[:6]
+    providers = [VSphereProvider(dict(sim, timeout="10s", task_timeout="30s")) for _ in range(2)]
+    start = threading.Barrier(2)
+    outcomes = {}
+
+    def set_it(p, target):
+        start.wait()
+        try:
+            outcomes[target] = p.reconfigure(target, metadata={name: target})["metadata"]
+        except VirtError as err:
+            outcomes[target] = err
+
+    threads = [threading.Thread(target=set_it, args=(p, target)) for p, target in zip(providers, (vm, other))]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        for p in providers:
+            p.close()
+        provider.delete(other)
+    assert outcomes == {vm: {name: vm}, other: {name: other}}, outcomes
+    defined = [f for f in oracle.content.customFieldsManager.field if f.name == name]
+    assert len(defined) == 1, defined
 
 
 def test_tags_set_and_changed(provider, oracle, rest, vm):

@@ -914,9 +914,23 @@ class VSphereProvider(SharedConnectionMixin, Provider):
             if value is None and name not in keys:
                 continue
             if name not in keys:
-                keys[name] = manager.AddCustomFieldDef(name=name, moType=vim.VirtualMachine).key
+                keys[name] = _define_field(manager, name)
             manager.SetField(entity=ref, key=keys[name], value=value or "")
         session.field_names = None
+
+
+def _define_field(manager, name):
+    """Key of a new custom attribute ``name`` for VMs; one that another task defined since the
+    fields were read (vSphere answers DuplicateName) is looked up instead."""
+    from pyVmomi import vim
+
+    try:
+        return manager.AddCustomFieldDef(name=name, moType=vim.VirtualMachine).key
+    except vim.fault.DuplicateName:
+        for field in manager.field or []:
+            if field.name == name and field.managedObjectType in (None, vim.VirtualMachine):
+                return field.key
+        raise
 
 
 @hookimpl
