@@ -80,8 +80,8 @@ lab-down:
 	$(PYTHON) lab/lab.py down --run-dir $(LAB_DIR)
 
 demo: deps link lab-up
-	ansible-inventory -i $(LAB_DIR)/lab.hypervisors.yml --graph
-	ansible-playbook -i $(LAB_DIR)/inventory.yml playbooks/demo.yml
+	ANSIBLE_CALLBACKS_ENABLED=resilient.virt.resilience_summary \
+		ansible-playbook -i $(LAB_DIR)/inventory.yml playbooks/demo.yml
 
 build:
 	ansible-galaxy collection build --force --output-path .build

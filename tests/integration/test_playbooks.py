@@ -1,7 +1,12 @@
 """The playbooks the README shows (the demo, the failover tour, the fleet and the backups) run
 cleanly against the lab."""
+import json
 import os
+import re
+import sqlite3
 import subprocess
+
+from simulator_session import Simulator
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -16,16 +21,75 @@ def _recap(stdout):
     return [line for line in stdout.splitlines() if "ok=" in line and "failed=" in line]
 
 
-def test_demo_playbook(lab, tmp_path):
+def _lab_contents(lab, vsphere):
+    """What the lab holds, read without the collection: each hypervisor's daemon answering and
+    its domains (libvirt-python), and the simulator's VMs and hosts (pyVmomi)."""
+    import libvirt
+
+    contents = {}
+    for name in lab.names():
+        conn = libvirt.open(lab.hypervisor(name).uri)
+        try:
+            contents[name] = sorted(d.name() for d in conn.listAllDomains())
+        finally:
+            conn.close()
+    sim = Simulator(vsphere)
+    contents["vcsim"] = sorted(sim.power_by_name())
+    contents["vcsim hosts"] = sorted(sim.vm_count_by_host())
+    return contents
+
+
+def _acts(stdout):
+    """{act number: its line} of the demo's output."""
+    return dict((int(m.group(1)), m.group(0)) for m in re.finditer(r'"(?:msg": ")?Act (\d) - [^"]*', stdout))
+
+
+def test_demo_playbook(lab, vsphere, tmp_path):
+    """Each act's figures, against what the demo's own settings and the lab imply, and the lab
+    left as it was found."""
+    before = _lab_contents(lab, vsphere)
     run = _play(lab, tmp_path, "demo.yml")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
-    assert "second run changed nothing" in run.stdout
-    assert "ProviderAvailable=HealthCheckPassed" in run.stdout
-    for host in ("hv1", "hv2", "hv3"):
-        assert "%s %s-web running" % (host, host) in run.stdout
-    recap = _recap(run.stdout)
-    assert len(recap) == 4 and all("failed=0" in line for line in recap), recap
     assert "Traceback" not in run.stdout + run.stderr
+    acts = _acts(run.stdout)
+    assert sorted(acts) == list(range(1, 9)), acts
+    libvirt_vms = sum(len(before[name]) for name in lab.names())
+    assert "%d hypervisors and %d VMs from 4 providers in 4 zones" % (
+        len(lab.names()) + len(before["vcsim hosts"]), libvirt_vms + len(before["vcsim"])) in acts[1]
+    assert "8 VMs created on 4 providers in one task; the second run changed nothing (8 unchanged)" in acts[2]
+    # failure_threshold 3 with 5 attempts a call: the first call opens the breaker, the other 3
+    # of hv2's 4 creates are refused; hv1 and hv3 create their 4 each
+    assert ("3 attempts reached it, then its breaker opened (failure_threshold 3) and its other 3 "
+            "tasks failed fast") in acts[3]
+    assert "hv1 and hv3 created 8 of 8 VMs meanwhile" in acts[3]
+    spared = float(re.search(r"([\d.]+) s of retry waits spared \(4 calls x 7.5 s\)", acts[3]).group(1))
+    # without a breaker each of the 4 calls waits 0.5 + 1 + 2 + 4 s; the first one waited
+    # 0.5 + 1 + 2 s (up to 10 % jitter each) before its fourth attempt was refused
+    assert 4 * 7.5 - 3.5 * 1.1 - 0.05 <= spared <= 4 * 7.5 - 3.5 + 0.05, acts[3]
+    hang = float(re.search(r"Timeout after ([\d.]+) s", acts[4]).group(1))
+    assert 3 <= hang < 5, acts[4]
+    assert re.search(r"hv1 4 VMs [\d.]+ s, hv2 BreakerOpen [\d.]+ s", acts[4]), acts[4]
+    assert "open -> half_open, half_open -> closed on its first call; the rerun created only the 4 VMs" in acts[5]
+    assert "(12 in all, nothing twice)" in acts[5]
+    # web VMs: hv1 and hv3 are az1's only hypervisors, so each of their 6 web VMs needs a
+    # reservation of its own on the other one (12); each hana_small VM on the simulator needs
+    # two that it shares with no other (4): 16 of 64 MiB
+    assert "14 of 14 VMs covered (hana_* twice, web once) by 16 reservations holding 1024 MiB" in acts[6]
+    assert ("if hv1 died, its 6 VMs that hold slots would move to their reservations on hv3 "
+            "(6 moves, 0 unplaced)") in acts[6]
+    assert re.search(r"InProgress when its task returned and Completed when followed to its end, "
+                     r"[1-9]\d* bytes stored; its restore to demo-backup-restored: Completed, "
+                     r"the VM there \(stopped\)", acts[7]), acts[7]
+    assert "22 demo VMs, the reservations and the backup are gone, every daemon is running; all acts passed" in acts[8]
+    recap = _recap(run.stdout)
+    assert recap and all("failed=0" in line for line in recap), recap
+    assert _lab_contents(lab, vsphere) == before
+    with sqlite3.connect(str(tmp_path / "state.db")) as store:
+        records = store.execute("SELECT namespace, key, value FROM records").fetchall()
+    # no reservation or backup record left; the fleet keeps the time of its last full run
+    assert sorted(set(namespace for namespace, _key, _value in records)) == ["breaker", "vm_fleet_runs"]
+    assert all(json.loads(value)["state"] == "closed" for namespace, _key, value in records
+               if namespace == "breaker"), records
 
 
 def test_failover_playbook(lab, tmp_path):
