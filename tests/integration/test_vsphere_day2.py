@@ -142,7 +142,7 @@ def test_a_new_attribute_set_on_two_vms_at_once(sim, provider, oracle, vm):
     other = "day2-%s" % uuid.uuid4().hex[:6]
     provider.create({"name": other, "vcpus": 1, "memory_mb": 64})
     name = "race-%s" % uuid.uuid4().hex[:6]
-    providers = [VSphereProvider(dict(sim, timeout="10s", task_timeout="30s")) for _ in range(2)]
+    providers = [VSphereProvider(dict(sim, timeout="10s", task_timeout="30s")) for dummy in range(2)]
     start = threading.Barrier(2)
     outcomes = {}
 
