@@ -9,7 +9,7 @@ import yaml
 
 from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
-from playbook_runner import play, run_playbook
+from playbook_runner import play, run_playbook, store_records
 
 FO = "resilient.virt.failover_reservation"
 
@@ -238,3 +238,42 @@ def test_evacuation_migrates_vsphere_vms(tmp_path, lab):
         cleanup = [{"name": "delete", "loop": names, "resilient.virt.vm": {"name": "{{ item }}", "state": "absent"}},
                    {"name": "drop", FO: {"creator": "evac-vs", "state": "absent"}}]
         run_playbook(tmp_path, [play(cleanup, module_defaults=defaults)], name="vs-cleanup")
+
+
+def test_the_role_stops_quietly_after_its_last_cycle(tmp_path, lab, lab_module):
+    """Three web VMs on hv1 need three reservations on hv3, one new per hypervisor and cycle:
+    three cycles. With failover_max_cycles 2 the role runs two and ends ok, without the error
+    Ansible shows for an ``until`` loop that runs out of retries; the next run finishes."""
+    providers = {hv: lab_module.provider_config(lab.hypervisor(hv)) for hv in ("hv1", "hv3")}
+    names = ["role-web-1", "role-web-2", "role-web-3"]
+    url = "sqlite:///%s" % (tmp_path / "state.db")
+    defaults = {"state_store": url, "providers": providers}
+
+    def role(**extra):
+        return {"name": "role", "ansible.builtin.include_role": {"name": "resilient.virt.failover_reservations"},
+                "vars": dict(failover_requirements={"web": 1}, failover_creator="role", **extra)}
+
+    def held():
+        record = store_records(url, "failover").get("role", {})
+        return sorted(r["host"] for r in record.get("reservations", []))
+
+    create = {"name": "create", "loop": names, "resilient.virt.vm": {
+        "provider": "hv1", "name": "{{ item }}", "vcpus": 1, "memory_mb": 64,
+        "metadata": {"flavor": "web"}, "state": "present"}}
+    cleanup = [{"name": "delete", "loop": names,
+                "resilient.virt.vm": {"provider": "hv1", "name": "{{ item }}", "state": "absent"}},
+               {"name": "drop", FO: {"creator": "role", "state": "absent"}}]
+    try:
+        run = run_playbook(tmp_path, [play([create, role(failover_max_cycles=2)], module_defaults=defaults)],
+                           name="short")
+        assert run.rc == 0, run
+        cycles = next(t for t in run.tasks if t.name.endswith("until a cycle changes nothing"))
+        assert cycles["changed"] is True, cycles
+        assert "exception" not in cycles.result, cycles  # what Ansible shows as the error
+        assert "Traceback" not in run.output, run.output
+        assert held() == ["hv3", "hv3"]
+        run = run_playbook(tmp_path, [play([role()], module_defaults=defaults)], name="rest")
+        assert run.rc == 0, run
+        assert held() == ["hv3", "hv3", "hv3"]
+    finally:
+        run_playbook(tmp_path, [play(cleanup, module_defaults=defaults)], name="cleanup")
