@@ -135,7 +135,7 @@ class ResilientModule:
             if not self.params.get("state_store"):  # AWX or an EE without a shared store: warn
                 from ansible_collections.resilient.virt.plugins.module_utils._awx import store_warning
 
-                warning = store_warning(self.params.get("state_store"), self.environ)
+                warning = store_warning(None, self.environ)
                 if warning:
                     self.warnings.append(warning)
         return self._store
