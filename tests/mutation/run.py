@@ -69,6 +69,16 @@ MUTANTS = {
         "        if self.budget is not None and self.checks > self.budget:\n",
         "        if False:\n",
         "the plain greedy runs on past its budget"),
+    "pair-search-off": (
+        FAILOVER + "reconcile.py",
+        "        if missing == 2 and self.strategy == PACK:\n",
+        "        if False:\n",
+        "a VM missing two slots opens a new reservation where two existing ones would take it"),
+    "pair-closes-triangles": (
+        FAILOVER + "reconcile.py",
+        "        return not self.graph.reservations_of(sole).isdisjoint(",
+        "        return False and not self.graph.reservations_of(sole).isdisjoint(",
+        "the pair search closes triangles the reference system leaves open"),
     "zone-ignored": (
         FAILOVER + "placement.py",
         "        for hv in self._zones.get(az, ()):",

@@ -156,6 +156,10 @@ class DependencyGraph:
     def members(self, name):
         return self._members.get(name, set())
 
+    def hosts_at(self, name):
+        """The hosts running VMs that use reservation ``name``, and the host it is placed on."""
+        return self._member_hosts[name].keys() | {self._res_host[name]}
+
     def vm_ok(self, uuid):
         """True when VM ``uuid`` meets constraints 1-5 as the graph stands.
 

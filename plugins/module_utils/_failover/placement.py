@@ -5,7 +5,8 @@
 A cycle serves the VMs short of slots, largest first, in a rotating window; for each it offers
 the reservations of its zone (ordered by the cycle's strategy, see ``reconcile``), then a new
 reservation on the hypervisor with the most free room, and chooses the VM's missing slots
-together so an early choice does not strand a later one.
+together so an early choice does not strand a later one; a VM missing two slots first looks
+for two existing reservations it can take together.
 """
 import bisect
 import itertools
@@ -16,7 +17,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.model imp
     VM, reservation_size, sizes_by_host)
 
 __all__ = ("CapacityLedger", "Need", "select_window", "ShareQueue", "ZoneIndex", "HostPicker",
-           "search_slots", "BRANCH_LIMIT")
+           "search_slots", "BRANCH_LIMIT", "slot_pairs", "PAIR_OPTIONS")
 
 
 # -- Free room per hypervisor: capacity minus its VMs minus every failover reservation on it.
@@ -286,3 +287,36 @@ def search_slots(missing, options, apply, undo):
 
     extend()
     return best
+
+
+# -- Two missing slots in two existing reservations, rather than one of them and a new one.
+# The search above keeps the first complete sequence, so a VM whose preferred first slot has no
+# partner among the existing reservations opens a new one, even where two others would take it
+# together: around one much shared reservation, every VM then holds a slot there and one of its
+# own. Looking at pairs first lets the reservations' graph close (u in a and b, w in a and c, v
+# in b and c) and holds one reservation less per such VM.
+
+PAIR_OPTIONS = 32
+"""Existing reservations a VM missing two slots looks at together (at most 496 pairs)."""
+
+
+def slot_pairs(options, host_of, hosts_at, barred):
+    """Pairs of ``options`` (best first) that might give a VM its two missing slots, best first.
+
+    ``host_of(option)`` is the hypervisor the option's reservation is on, ``hosts_at(option)``
+    the hosts of its VMs and its own host. Two reservations qualify when they are on different
+    hypervisors (rule 2), no host is at both (a VM there would use two slots of the new VM, or
+    run on one of its slot hosts: rules 4 and 5), and ``barred(first, second)`` is false.
+    Pairs used from the most hosts come first (they fill the reservations already shared),
+    then the order of ``options``. The caller still checks the chosen pair against every rule.
+    """
+    places = [(host_of(option), hosts_at(option)) for option in options]
+    pairs = []
+    for i, (host1, at1) in enumerate(places):
+        for j in range(i + 1, len(places)):
+            host2, at2 = places[j]
+            if host1 == host2 or not at1.isdisjoint(at2) or barred(options[i], options[j]):
+                continue
+            pairs.append((-len(at1) - len(at2), i, j))
+    pairs.sort()
+    return [(options[i], options[j]) for _weight, i, j in pairs]

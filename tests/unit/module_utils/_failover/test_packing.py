@@ -126,6 +126,24 @@ def test_a_reservation_grows_rather_than_a_new_one_opens():
     assert res.allocations == {"small": "h0", "big": "h1"} and result.created == []
 
 
+def test_two_missing_slots_close_the_graph_rather_than_open_a_reservation():
+    """u holds a and b, w holds a and c (x, a one-slot VM, holds c too). The most shared a has no
+    partner for v (u and w use both pairs it is in), so taking a first opens a new reservation;
+    v takes b and c together instead, and the plan holds no more than before."""
+    hosts = [Hypervisor("h%d" % i, "z", 16, 32 * 1024, frozenset(), 2, 4096) for i in range(1, 8)]
+    vms = [VM("u", "h1", "z", "two.a", 1, 1024), VM("w", "h2", "z", "two.a", 1, 1024),
+           VM("v", "h3", "z", "two.a", 1, 1024), VM("x", "h4", "z", "one.a", 1, 1024)]
+    size = {"cpu": 1, "memory_mb": 1024}
+    held = [Reservation("a", "h5", "z", dict(size), {"u": "h1", "w": "h2"}, "c"),
+            Reservation("b", "h6", "z", dict(size), {"u": "h1"}, "c"),
+            Reservation("c", "h7", "z", dict(size), {"w": "h2", "x": "h4"}, "c")]
+    result = run_cycle(hosts, vms, held, _settings(False), now=NOW)
+    check_result(hosts, vms, result)
+    check_evacuations(hosts, vms, result.reservations)
+    assert result.created == []
+    assert sorted(r.name for r in result.reservations if "v" in r.allocations) == ["b", "c"]
+
+
 def test_a_reservation_grows_only_within_its_hypervisors_room():
     small = VM("small", "h0", "z", "one.small", 1, 1024)
     big = VM("big", "h1", "z", "one.big", 2, 4096)
