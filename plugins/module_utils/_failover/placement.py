@@ -293,22 +293,23 @@ def search_slots(missing, options, apply, undo):
 # The search above keeps the first complete sequence, so a VM whose preferred first slot has no
 # partner among the existing reservations opens a new one, even where two others would take it
 # together: around one much shared reservation, every VM then holds a slot there and one of its
-# own. Looking at pairs first lets the reservations' graph close (u in a and b, w in a and c, v
-# in b and c) and holds one reservation less per such VM.
+# own. Looking at pairs first lets the reservations' graph close into triangles (u in a and b,
+# w in a and c, v in b and c) and holds one reservation less per such VM; reconcile bars the
+# triangle whose b and c serve u and w alone, as the reference system leaves it open.
 
 PAIR_OPTIONS = 32
 """Existing reservations a VM missing two slots looks at together (at most 496 pairs)."""
 
 
 def slot_pairs(options, host_of, hosts_at, barred):
-    """Pairs of ``options`` (best first) that might give a VM its two missing slots, best first.
+    """The pairs of ``options`` (given best first) that might give a VM its two missing slots.
 
     ``host_of(option)`` is the hypervisor the option's reservation is on, ``hosts_at(option)``
     the hosts of its VMs and its own host. Two reservations qualify when they are on different
     hypervisors (rule 2), no host is at both (a VM there would use two slots of the new VM, or
     run on one of its slot hosts: rules 4 and 5), and ``barred(first, second)`` is false.
-    Pairs used from the most hosts come first (they fill the reservations already shared),
-    then the order of ``options``. The caller still checks the chosen pair against every rule.
+    Best first: the pairs used from the most hosts (they fill the reservations already shared),
+    then in the order of ``options``. The caller still checks the chosen pair against every rule.
     """
     places = [(host_of(option), hosts_at(option)) for option in options]
     pairs = []
