@@ -16,7 +16,7 @@ For each fleet, in one run:
   sized to the VM, no limit per hypervisor - one pass (the planner's own greedy strategy);
 * the lower bounds (``_failover/bounds.py``): the failure bound alone (``failure_memory_mb``),
   and the bound the module reports (the largest of its one-hypervisor, two-hypervisor and
-  sharing counts).
+  sharing counts, the last with the pairs no VM may hold), and the seconds it takes.
 
     python3 bench/bench_failover.py [--quick] [--json PATH] [--seed N] [--baseline REV]
 """
@@ -135,7 +135,9 @@ def bounds(vm_count, host_count, seed, traits):
     from ansible_collections.resilient.virt.plugins.module_utils._failover.bounds import lower_bound
 
     dummy, vms = make_fleet(vm_count, host_count, seed, traits)
-    return lower_bound(vms, REQUIREMENTS, lambda vm: vm.az).to_dict()
+    began = time.perf_counter()
+    bound = lower_bound(vms, REQUIREMENTS, lambda vm: vm.az).to_dict()
+    return dict(bound, seconds=time.perf_counter() - began)
 
 
 def baseline(revision, fleets, seed):
@@ -210,9 +212,11 @@ def table(result):
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in result["rows"]:
         bound = row["bound"]
-        lines.append("| %s | lower bound (failures alone / reported) | %d / %d | %d / %d | | | | | | |"
+        lines.append("| %s | lower bound (failures alone / reported), s to compute | %d / %d | %d / %d "
+                     "| | | | | | %.3f |"
                      % (row["fleet"], bound["failure_reservations"], bound["reservations"],
-                        bound["failure_memory_mb"] // 1024, bound["memory_mb"] // 1024))
+                        bound["failure_memory_mb"] // 1024, bound["memory_mb"] // 1024,
+                        bound["seconds"]))
         shown = [("this planner, 1st cycle", row["ours"]["first"], ""),
                  ("this planner, settled", row["ours"]["settled"], row["ours"]["settled"]["cycles"]),
                  ("plain greedy (one pass)", row["greedy"], 1)]

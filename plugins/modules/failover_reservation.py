@@ -218,7 +218,8 @@ summary:
     - The least any valid plan holds for these VMs - lower_bound_memory_mb and
       lower_bound_reservations (per zone and VM size, the most of - the slots one hypervisor's VMs
       require; one hypervisor's slots plus another's less one per VM; the reservations that give
-      every VM's pairs of slots distinct pairs, since two VMs never share two slots),
+      every VM's pairs of slots distinct pairs, since two VMs never share two slots, and leave
+      apart the pairs no VM may hold, two slots of one hypervisor's VMs other than one VM's own),
       failure_bound_memory_mb and failure_bound_reservations (from failures alone, never more) -
       and memory_vs_lower_bound and reservations_vs_lower_bound, what the plan holds divided by
       them (null when nothing needs a slot).

@@ -109,6 +109,16 @@ MUTANTS = {
         "            sharing += 1\n",
         "            break\n",
         "the lower bound forgets that two-slot VMs never share both slots"),
+    "bound-ignores-barred-pairs": (
+        FAILOVER + "bounds.py",
+        "            ranked, needed_barred = barred.top, _barred_pairs(barred, vms)\n",
+        "            ranked, needed_barred = barred.top, 0\n",
+        "the lower bound forgets the pairs a host's VMs bar from every VM"),
+    "bound-barred-overlap-ignored": (
+        FAILOVER + "bounds.py",
+        "        overlap = sum(min(own, other) * (min(own, other) - 1) // 2 for other in counted)\n",
+        "        overlap = 0\n",
+        "the lower bound counts twice the pairs two hosts both bar"),
     "capacity-ignored": (
         FAILOVER + "placement.py",
         "            if free_cpu < cpu or free_mem < mem:\n                continue\n",

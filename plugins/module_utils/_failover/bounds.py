@@ -17,10 +17,21 @@ the VMs of at least s MiB and n(v) how many slots v requires. ``count(s)`` is th
   most one per VM of H2 is among H1's;
 * sharing: two VMs never hold the same two reservations (either would use two of the other's
   slots, rule 5), so the n(v) (n(v) - 1) / 2 pairs the VMs hold are distinct pairs of
-  reservations of at least s MiB: r of them need r (r - 1) / 2 >= that sum.
+  reservations of at least s MiB; and some pairs no VM may hold at all. Let T_H be the N_H(s)
+  reservations H's VMs hold. A VM u holding two of them, r1 and r2, runs on H: were r1 held by a
+  and r2 by b of H, with u elsewhere, a == b would use two of u's slots and a != b would be two
+  sharers of u on one host (rule 5). So of the pairs inside T_H, VMs hold only each VM v of H's
+  own n(v) (n(v) - 1) / 2, and the ``B_H`` others are barred. Two hosts' barred pairs overlap
+  only inside T_H1 and T_H2, which share at most min(V_H1, V_H2) reservations, V_H being how
+  many VMs H runs (a VM of H1 holds at most one of T_H2, as above). Taking the sixteen hosts
+  with the most barred pairs one by one, each adds its B_H less its overlaps with those already
+  taken, when that is positive: at least ``barred`` pairs are barred, and r reservations need
+  r (r - 1) / 2 >= the VMs' pairs + barred. Since a plan's reservations of at least s include
+  those of any larger size, the count found at a larger size is kept when this one is smaller.
 
-Each term only grows as s decreases, and so does ``count``. Computed in one pass over the sizes,
-largest first, keeping the two largest N and D with their hosts: O(VMs log VMs).
+Each other term only grows as s decreases, and so does ``count``. Computed in one pass over the
+sizes, largest first, keeping the two largest N, D and V with their hosts and the sixteen largest
+B_H: O(VMs log VMs), and 16^2 steps per size where those sixteen change.
 
 The failure bound is reported alone (``failure_memory_mb``, ``failure_reservations``): sort each
 hypervisor's VMs by memory, largest first, and let m_j be the largest j-th value over the zone's
@@ -63,36 +74,64 @@ class LowerBound:
                 "failure_reservations": self.failure_reservations}
 
 
-class _TopTwo:
-    """Per-host counters that only grow, with the two largest and their hosts at hand."""
+class _Leaders:
+    """Per-host counters that only grow, with the ``size`` largest and their hosts at hand."""
 
-    def __init__(self):
+    def __init__(self, size=2):
         self.values = {}
-        self.first = self.second = (0, None)
+        self.size = size
+        self.top = []  # (value, host), largest first
+        self._ranked = set()  # the hosts in top
 
     def add(self, host, delta):
-        value = self.values.get(host, 0) + delta
+        self.raise_to(host, self.values.get(host, 0) + delta)
+
+    def raise_to(self, host, value):
+        """Set ``host``'s counter to ``value``, at least its current value."""
         self.values[host] = value
-        if host == self.first[1]:
-            self.first = (value, host)
-        elif host == self.second[1] or value > self.second[0]:
-            # any other host is at most the second: values only grow
-            self.second = (value, host)
-            if value > self.first[0]:
-                self.first, self.second = self.second, self.first
+        top = self.top
+        if host not in self._ranked:
+            if len(top) == self.size and value <= top[-1][0]:
+                return  # any other host is at most the last: values only grow
+            self._ranked.add(host)
+        top = [entry for entry in top if entry[1] != host]
+        top.append((value, host))
+        top.sort(key=lambda entry: -entry[0])
+        for _value, dropped in top[self.size:]:
+            self._ranked.discard(dropped)
+        self.top = top[:self.size]
 
     def pair(self, other):
         """The largest ``self[h1] + other[h2]`` over distinct hosts (a missing host counts 0)."""
-        if self.first[1] != other.first[1]:
-            return self.first[0] + other.first[0]
-        return max(self.first[0] + other.second[0], self.second[0] + other.first[0])
+        first, second = (self.top + [(0, None)] * 2)[:2]
+        other_first, other_second = (other.top + [(0, None)] * 2)[:2]
+        if first[1] != other_first[1]:
+            return first[0] + other_first[0]
+        return max(first[0] + other_second[0], second[0] + other_first[0])
+
+
+def _barred_pairs(barred, vms):
+    """How many pairs of reservations no VM may hold, at least: each host among the leaders of
+    ``barred`` (B_H) adds its B_H less its overlap with those counted before, if positive."""
+    total = 0
+    counted = []  # V_H of the hosts counted
+    for value, host in barred.top:
+        own = vms.values[host]
+        overlap = sum(min(own, other) * (min(own, other) - 1) // 2 for other in counted)
+        if value > overlap:
+            total += value - overlap
+            counted.append(own)
+    return total
 
 
 def _zone_steps(items):
     """(size, count, failure count) per size, largest first, of one zone's (memory, host, n)."""
-    slots, spare = _TopTwo(), _TopTwo()  # N_H and D_H
-    vms, multi = _TopTwo(), _TopTwo()  # the failure bound's VMs per host, and those requiring 2+
-    pairs = sharing = 0
+    slots, spare = _Leaders(), _Leaders()  # N_H and D_H
+    vms, multi = _Leaders(), _Leaders()  # V_H (the failure bound's VMs per host), and those requiring 2+
+    barred = _Leaders(16)  # B_H
+    own_pairs = {}
+    pairs = sharing = needed_barred = 0
+    ranked = None
     steps = []
     for size, group in itertools.groupby(sorted(items, key=lambda item: -item[0]),
                                          key=lambda item: item[0]):
@@ -103,10 +142,15 @@ def _zone_steps(items):
                 spare.add(host, required - 1)
                 multi.add(host, 1)
                 pairs += required * (required - 1) // 2
-        while sharing * (sharing - 1) // 2 < pairs:
+                own_pairs[host] = own_pairs.get(host, 0) + required * (required - 1) // 2
+            held = slots.values[host]
+            barred.raise_to(host, held * (held - 1) // 2 - own_pairs.get(host, 0))
+        if barred.top is not ranked:  # a new list: its hosts or values changed
+            ranked, needed_barred = barred.top, _barred_pairs(barred, vms)
+        while sharing * (sharing - 1) // 2 < pairs + needed_barred:
             sharing += 1
-        steps.append((size, max(slots.first[0], slots.pair(spare), sharing),
-                      max(vms.first[0], multi.pair(multi))))
+        steps.append((size, max(slots.top[0][0], slots.pair(spare), sharing),
+                      max(vms.top[0][0], multi.pair(multi))))
     return steps
 
 

@@ -165,6 +165,47 @@ def test_no_plan_under_the_rules_holds_less_than_the_bound():
     assert checked >= 200 and tight >= 100  # the oracle found plans, and the bound meets some
 
 
+def _without_barred_pairs(fleet):
+    """The count of the three terms with no pair barred (one zone): per size, the largest of one
+    host's slots, one host's slots plus another's less one per VM, and the r with r (r - 1) / 2 at
+    least the VMs' pairs."""
+    count = 0
+    for size in sorted({vm[3] for vm in fleet}, reverse=True):
+        big = [vm for vm in fleet if vm[3] >= size]
+        slots = {host: sum(vm[2] for vm in big if vm[1] == host) for host in {vm[1] for vm in big}}
+        spare = {host: sum(vm[2] - 1 for vm in big if vm[1] == host) for host in slots}
+        pairs = sum(vm[2] * (vm[2] - 1) // 2 for vm in big)
+        two = max([slots[a] + spare[b] for a in slots for b in slots if a != b], default=0)
+        sharing = 0
+        while sharing * (sharing - 1) // 2 < pairs:
+            sharing += 1
+        count = max(count, two, sharing, *slots.values())
+    return count
+
+
+def test_barred_pairs_raise_the_bound_and_no_plan_goes_below_it():
+    """Fleets where two VMs of h0 (and of h1) hold reservations no VM may hold together, and VMs of
+    other hosts need pairs: the brute force's least plan is never below the bound, and the bound
+    is above the three terms without barred pairs on many."""
+    rng = random.Random(5)
+    flavors = {1: "one", 2: "two"}
+    raised = checked = 0
+    for _case in range(150):
+        hosts = ["h%d" % i for i in range(rng.randint(5, 6))]
+        fleet = [("v%d" % i, "h%d" % (i % 2), rng.choice((1, 1, 2)), rng.choice((1, 2, 4)))
+                 for i in range(rng.choice((2, 4)))]  # h0 alone, or h0 and h1 with two each
+        fleet += [("w%d" % i, host, 2, rng.choice((1, 2, 4)))
+                  for i, host in enumerate(rng.sample(hosts[2:], rng.randint(1, 3)))]
+        least_count = _least_plan(hosts, fleet, len)
+        if least_count is None:
+            continue
+        memory, count = _bound([_vm(name, host, flavors[n], size) for name, host, n, size in fleet])
+        assert least_count >= count and _least_plan(hosts, fleet, sum) * GIB >= memory, fleet
+        checked += 1
+        raised += count > _without_barred_pairs(fleet)
+    assert checked >= 100 and raised >= 10  # 150 and 14 when written
+
+
 def _settled(hosts, fleet):
     """The planner's plan once a cycle changes nothing, hypervisors roomy enough for any plan."""
     flavors = {1: "one", 2: "two", 3: "three"}
