@@ -470,12 +470,11 @@ class _Cycle:
         shared reservations, then (with ``new``) a new reservation.
 
         The plain greedy offers every reservation the VM fits in, most shared first. Packing
-        offers only reservations of the VM's kind - those serving VMs that require two or more
-        slots stay apart from those serving one-slot VMs, whose many sharers would block the
-        others' second slot (constraint 5) - the smallest size it fits first; within a size the
-        most shared first for a one-slot VM; for the others the least shared of those already
-        shared first (few sharers leave room for their next slot), single-member ones last; then
-        reservations that can grow to fit it, the least growth first."""
+        offers reservations of the kinds :meth:`_kinds` gives, in that order, the smallest size
+        it fits first; within a size the most shared first for a one-slot VM; for the others the
+        least shared of those already shared first (few sharers leave room for their next slot),
+        single-member ones last; then reservations of its own kind that can grow to fit it, the
+        least growth first."""
         free_of_traits = not needs.required and not needs.forbidden
         for name in former:
             if self._may_join(vm, name, needs, free_of_traits):
@@ -486,10 +485,11 @@ class _Cycle:
                     yield "share", name
         else:
             multi = self.multi[vm.uuid]
-            for name in index.fitting(vm.memory_mb, spread=multi):
-                if name not in former and self.serves_multi[name] == multi \
-                        and self._may_join(vm, name, needs, free_of_traits):
-                    yield "share", name
+            for kind in self._kinds(multi):
+                for name in index.fitting(vm.memory_mb, spread=multi):
+                    if name not in former and self.serves_multi[name] == kind \
+                            and self._may_join(vm, name, needs, free_of_traits):
+                        yield "share", name
             for name in index.smaller(vm.memory_mb, spread=multi):
                 if name not in former and self.serves_multi[name] == multi \
                         and self._may_grow(vm, name, needs, free_of_traits):
@@ -499,6 +499,15 @@ class _Cycle:
         host = picker.pick(vm, az, needs)
         if host is not None:
             yield "new", host
+
+    @staticmethod
+    def _kinds(multi):
+        """Kinds of reservation a VM may share under packing, in order (True: serving VMs that
+        require two or more slots). Its own kind first: a one-slot VM shares with a VM of nearly
+        every hypervisor, and constraint 5 would then bar the members of a reservation serving
+        two-slot VMs from many second slots. Then, for a one-slot VM, the other kind: joining
+        one as it is holds nothing more, where growing or opening one does."""
+        return (True,) if multi else (False, True)
 
     def _count_check(self):
         self.checks += 1
@@ -620,8 +629,9 @@ class _Cycle:
             needs = trait_needs(vm.extra_specs)
             free_of_traits = not needs.required and not needs.forbidden
             multi = self.multi[uuid]
-            target = next((name for name in index.fitting(vm.memory_mb or 0, spread=multi)
-                           if name != res.name and self.serves_multi.get(name) == multi
+            target = next((name for kind in self._kinds(multi)
+                           for name in index.fitting(vm.memory_mb or 0, spread=multi)
+                           if name != res.name and self.serves_multi.get(name) == kind
                            and self._may_join(vm, name, needs, free_of_traits)), None)
             if target is None:
                 self.graph.link(uuid, res.name)

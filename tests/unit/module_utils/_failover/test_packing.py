@@ -171,16 +171,21 @@ def test_a_reservation_shrinks_when_its_largest_vm_leaves():
 
 @st.composite
 def bloated(draw):
-    """(hypervisors, vms, reservations): one-slot VMs, each with a private reservation."""
+    """(hypervisors, vms, reservations): one-slot and two-slot VMs, each with private
+    reservations (a two-slot VM's two on two other hosts)."""
     host_count = draw(st.integers(3, 7))
     hosts = ["h%d" % i for i in range(host_count)]
-    vms = [VM("vm-%02d" % i, hosts[draw(st.integers(0, host_count - 1))], "z", "one.small", 1,
-              1024) for i in range(draw(st.integers(2, 12)))]
+    vms = [VM("vm-%02d" % i, hosts[draw(st.integers(0, host_count - 1))], "z",
+              draw(st.sampled_from(("one.small", "one.small", "two.small"))), 1, 1024)
+           for i in range(draw(st.integers(2, 12)))]
     reservations = []
     for vm in vms:
-        host = hosts[(hosts.index(vm.host) + draw(st.integers(1, host_count - 1))) % host_count]
-        reservations.append(Reservation("p-" + vm.uuid, host, "z", {"cpu": 1, "memory_mb": 1024},
-                                        {vm.uuid: vm.host}, "c"))
+        others = [h for h in hosts if h != vm.host]
+        slots = draw(st.permutations(others))[:2 if vm.flavor == "two.small" else 1]
+        for number, host in enumerate(slots):
+            reservations.append(Reservation("p%d-%s" % (number, vm.uuid), host, "z",
+                                            {"cpu": 1, "memory_mb": 1024}, {vm.uuid: vm.host},
+                                            "c"))
     hypervisors = []
     for name in hosts:
         used = sum(1 for vm in vms if vm.host == name)
@@ -194,7 +199,7 @@ def bloated(draw):
 def test_consolidation_packs_within_max_changes_and_settles(case):
     hypervisors, vms, reservations, max_changes = case
     settings_ = _settings(True, max_changes=max_changes)
-    held = {vm.uuid: 1 for vm in vms}
+    held = {vm.uuid: 2 if vm.flavor == "two.small" else 1 for vm in vms}
     for cycle in range(len(vms) + 2):
         result = run_cycle(hypervisors, vms, reservations, settings_, now=NOW + 60 * cycle,
                            cycle=cycle)
@@ -227,3 +232,41 @@ def test_consolidation_empties_private_reservations_into_shared_ones():
         reservations = result.reservations
     assert counts == [3, 2, 2, 2, 2, 2]
     assert sorted(sorted(r.allocations) for r in reservations) == [["a1", "b1"], ["a2", "b2"]]
+
+
+def _two_slot_plan():
+    """t (h1, two slots) holds m on h5 and n on h6; o1 (h2, one slot) holds s on h4."""
+    size = {"cpu": 1, "memory_mb": 4096}
+    return [Reservation("m", "h5", "z", dict(size), {"t": "h1"}, "c"),
+            Reservation("n", "h6", "z", dict(size), {"t": "h1"}, "c"),
+            Reservation("s", "h4", "z", {"cpu": 1, "memory_mb": 1024}, {"o1": "h2"}, "c")]
+
+
+def test_a_one_slot_vm_joins_a_two_slot_vms_reservation_rather_than_open_one():
+    """o2 runs on h2 like o1, so it may not share s (rule 3); it joins m as it is (t on h1,
+    m on h5 and n on h6 all keep the rules) instead of opening a reservation. o3, on h3, still
+    takes s, the one-slot VMs' own reservation, first."""
+    hosts = [Hypervisor("h%d" % i, "z", 16, 32 * 1024, frozenset(), 2, 4096) for i in range(1, 7)]
+    vms = [VM("t", "h1", "z", "two.big", 1, 4096), VM("o1", "h2", "z", "one.small", 1, 1024),
+           VM("o2", "h2", "z", "one.small", 1, 1024), VM("o3", "h3", "z", "one.small", 1, 1024)]
+    result = run_cycle(hosts, vms, _two_slot_plan(), _settings(False), now=NOW)
+    check_result(hosts, vms, result)
+    check_evacuations(hosts, vms, result.reservations)
+    assert result.created == []
+    members = {r.name: sorted(r.allocations) for r in result.reservations}
+    assert members == {"m": ["o2", "t"], "n": ["t"], "s": ["o1", "o3"]}
+    assert _memory(result.reservations) == 4096 + 4096 + 1024
+
+
+def test_consolidation_moves_a_one_slot_vm_into_a_two_slot_vms_reservation():
+    """A settled plan: o1's private s empties into m (its only possible target) and is deleted;
+    t's two slots stay where they are."""
+    hosts = [Hypervisor("h%d" % i, "z", 16, 32 * 1024, frozenset(), 2, 4096) for i in range(1, 7)]
+    vms = [VM("t", "h1", "z", "two.big", 1, 4096), VM("o1", "h2", "z", "one.small", 1, 1024)]
+    result = run_cycle(hosts, vms, _two_slot_plan(), _settings(False), now=NOW)
+    check_result(hosts, vms, result)
+    check_evacuations(hosts, vms, result.reservations)
+    assert {r.name: sorted(r.allocations) for r in result.reservations} == {
+        "m": ["o1", "t"], "n": ["t"]}
+    assert [(r.reservation, r.vm, r.reason) for r in result.removals] == [
+        ("s", "o1", "Consolidated: moved to m")]
