@@ -111,13 +111,13 @@ MUTANTS = {
         "the lower bound forgets that two-slot VMs never share both slots"),
     "one-slot-vms-kept-apart": (
         FAILOVER + "reconcile.py",
-        "        return (True,) if multi else (False, True)\n",
-        "        return (True,) if multi else (False,)\n",
+        "        kinds = (True,) if multi else (False, True)\n",
+        "        kinds = (True,) if multi else (False,)\n",
         "a one-slot VM opens a reservation where one serving a two-slot VM would take it"),
     "one-slot-vms-join-two-slot-first": (
         FAILOVER + "reconcile.py",
-        "        return (True,) if multi else (False, True)\n",
-        "        return (True,) if multi else (True, False)\n",
+        "        kinds = (True,) if multi else (False, True)\n",
+        "        kinds = (True,) if multi else (True, False)\n",
         "a one-slot VM takes a two-slot VM's reservation before its own kind's"),
     "bound-ignores-barred-pairs": (
         FAILOVER + "bounds.py",

@@ -470,11 +470,8 @@ class _Cycle:
         shared reservations, then (with ``new``) a new reservation.
 
         The plain greedy offers every reservation the VM fits in, most shared first. Packing
-        offers reservations of the kinds :meth:`_kinds` gives, in that order, the smallest size
-        it fits first; within a size the most shared first for a one-slot VM; for the others the
-        least shared of those already shared first (few sharers leave room for their next slot),
-        single-member ones last; then reservations of its own kind that can grow to fit it, the
-        least growth first."""
+        offers those :meth:`_joinable` gives, then reservations of the VM's own kind that can
+        grow to fit it, the least growth first."""
         free_of_traits = not needs.required and not needs.forbidden
         for name in former:
             if self._may_join(vm, name, needs, free_of_traits):
@@ -484,12 +481,9 @@ class _Cycle:
                 if name not in former and self._may_join(vm, name, needs, free_of_traits):
                     yield "share", name
         else:
+            for name in self._joinable(vm, needs, index, former):
+                yield "share", name
             multi = self.multi[vm.uuid]
-            for kind in self._kinds(multi):
-                for name in index.fitting(vm.memory_mb, spread=multi):
-                    if name not in former and self.serves_multi[name] == kind \
-                            and self._may_join(vm, name, needs, free_of_traits):
-                        yield "share", name
             for name in index.smaller(vm.memory_mb, spread=multi):
                 if name not in former and self.serves_multi[name] == multi \
                         and self._may_grow(vm, name, needs, free_of_traits):
@@ -500,14 +494,25 @@ class _Cycle:
         if host is not None:
             yield "new", host
 
-    @staticmethod
-    def _kinds(multi):
-        """Kinds of reservation a VM may share under packing, in order (True: serving VMs that
-        require two or more slots). Its own kind first: a one-slot VM shares with a VM of nearly
-        every hypervisor, and constraint 5 would then bar the members of a reservation serving
-        two-slot VMs from many second slots. Then, for a one-slot VM, the other kind: joining
-        one as it is holds nothing more, where growing or opening one does."""
-        return (True,) if multi else (False, True)
+    def _joinable(self, vm, needs, index, skip):
+        """Reservations of ``index`` that ``vm`` may join as it is under packing, best first,
+        leaving out the names in ``skip``: the smallest size it fits first; within a size the
+        most shared first for a one-slot VM; for the others the least shared of those already
+        shared first (few sharers leave room for their next slot), single-member ones last.
+
+        Those of the VM's own kind (serving VMs that require two or more slots, or not) come
+        first: a one-slot VM shares with a VM of nearly every hypervisor, and constraint 5 would
+        then bar the members of a reservation serving two-slot VMs from many second slots. A
+        one-slot VM then gets the others: joining one as it is holds nothing more, where growing
+        or opening one does."""
+        free_of_traits = not needs.required and not needs.forbidden
+        multi = self.multi[vm.uuid]
+        kinds = (True,) if multi else (False, True)
+        for kind in kinds:
+            for name in index.fitting(vm.memory_mb or 0, spread=multi):
+                if name not in skip and self.serves_multi.get(name) == kind \
+                        and self._may_join(vm, name, needs, free_of_traits):
+                    yield name
 
     def _count_check(self):
         self.checks += 1
@@ -626,13 +631,8 @@ class _Cycle:
         for uuid in members:
             vm = self.vms[uuid]
             self.graph.unlink(uuid, res.name)
-            needs = trait_needs(vm.extra_specs)
-            free_of_traits = not needs.required and not needs.forbidden
-            multi = self.multi[uuid]
-            target = next((name for kind in self._kinds(multi)
-                           for name in index.fitting(vm.memory_mb or 0, spread=multi)
-                           if name != res.name and self.serves_multi.get(name) == kind
-                           and self._may_join(vm, name, needs, free_of_traits)), None)
+            target = next(self._joinable(vm, trait_needs(vm.extra_specs), index, (res.name,)),
+                          None)
             if target is None:
                 self.graph.link(uuid, res.name)
                 for moved, into in reversed(moves):
