@@ -91,9 +91,11 @@ MUTANTS = {
         "a VM's required and forbidden traits are not checked"),
     "consolidation-ignores-rules": (
         FAILOVER + "reconcile.py",
-        "                           and self._may_join(vm, name, needs, free_of_traits)), None)\n",
-        "                           ), None)\n",
-        "packing moves a VM into a reservation it may not join"),
+        "                        and self._may_join(vm, name, needs, free_of_traits):\n"
+        "                    yield name\n",
+        "                        and True:\n"
+        "                    yield name\n",
+        "packing joins or moves a VM into a reservation it may not join"),
     "growth-ignores-host-room": (
         FAILOVER + "reconcile.py",
         "        return more_cpu <= free_cpu and more_mem <= free_mem and self.graph.can_join(vm.uuid, name)\n",
