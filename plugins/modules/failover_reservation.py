@@ -55,7 +55,14 @@ options:
     type: raw
     default: 30m
   limit_one_new_per_hypervisor:
-    description: Create at most one new reservation per hypervisor per cycle.
+    description:
+      - Create at most one new reservation per hypervisor per cycle.
+      - Once this limit leaves a VM short (a hypervisor that already got a new reservation this
+        cycle would otherwise take one for it), the VMs after it - none larger, in its zone, with
+        the same trait needs - wait for the next cycle, and RV(vm_status) says so. They would
+        otherwise take the reservations built for the larger VMs, which then need more of their
+        own. The plain greedy plan, computed beside the packing one, does not wait; the cheaper
+        plan is kept.
     type: bool
     default: true
   max_changes:

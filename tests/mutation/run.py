@@ -121,6 +121,17 @@ MUTANTS = {
         "        kinds = (True,) if multi else (False, True)\n",
         "        kinds = (True,) if multi else (True, False)\n",
         "a one-slot VM takes a two-slot VM's reservation before its own kind's"),
+    "limit-holds-no-vm-back": (
+        FAILOVER + "reconcile.py",
+        "                waiting[pool] = need.vm.uuid\n",
+        "                pass\n",
+        "under the one-new-per-hypervisor limit, smaller VMs take the reservations built for a "
+        "larger VM the limit left short"),
+    "any-shortfall-holds-vms-back": (
+        FAILOVER + "reconcile.py",
+        "and bool(pool[0]) and picker.closed_to(vm, pool[0], pool[1])\n",
+        "and bool(pool[0])\n",
+        "a VM short for want of room makes the VMs after it wait, cycle after cycle"),
     "bound-ignores-barred-pairs": (
         FAILOVER + "bounds.py",
         "            ranked, needed_barred = barred.top, _barred_pairs(barred, vms)\n",

@@ -201,17 +201,31 @@ class HostPicker:
     def pick(self, vm, az, needs):
         """Name of the best hypervisor, or None."""
         best, best_room = None, None
-        cpu, mem = vm.vcpus or 0, vm.memory_mb or 0
         for hv in self._zones.get(az, ()):
-            if hv.name == vm.host or hv.name in self._closed or not host_satisfies(hv.traits, needs):
+            if hv.name in self._closed:
                 continue
-            free_cpu, free_mem = self._ledger.free(hv.name)
-            if free_cpu < cpu or free_mem < mem:
-                continue
-            if (best_room is None or (free_mem, free_cpu) > best_room) \
+            room = self._room_for(vm, hv, needs)
+            if room is not None and (best_room is None or room > best_room) \
                     and self._graph.new_slot_allowed(vm.uuid, hv.name):
-                best, best_room = hv.name, (free_mem, free_cpu)
+                best, best_room = hv.name, room
         return best
+
+    def closed_to(self, vm, az, needs):
+        """True when a hypervisor that got a new reservation this cycle would otherwise take
+        one for ``vm`` (with ``one_per_host``): the limit, not the fleet, leaves it short."""
+        return any(hv.name in self._closed and self._room_for(vm, hv, needs) is not None
+                   and self._graph.new_slot_allowed(vm.uuid, hv.name)
+                   for hv in self._zones.get(az, ()))
+
+    def _room_for(self, vm, hv, needs):
+        """(free memory, free cpu) of ``hv`` when it may hold a new reservation for ``vm`` as
+        far as host, traits and room go, else None."""
+        if hv.name == vm.host or not host_satisfies(hv.traits, needs):
+            return None
+        free_cpu, free_mem = self._ledger.free(hv.name)
+        if free_cpu < (vm.vcpus or 0) or free_mem < (vm.memory_mb or 0):
+            return None
+        return free_mem, free_cpu
 
     def used(self, host):
         """Record a new reservation on ``host``: closed for the rest of the cycle when limited."""

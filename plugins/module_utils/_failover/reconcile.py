@@ -16,7 +16,8 @@ Steps, in order:
      most one new reservation per hypervisor per cycle unless that limit is off; a VM's missing
      slots are chosen together (see placement.search_slots) so an early choice does not strand a
      later one; when packing, a VM missing two slots first tries two existing reservations
-     together (placement.slot_pairs).
+     together (placement.slot_pairs), and once the limit leaves a VM short, the VMs after it
+     with its zone and trait needs wait for the next cycle (see :meth:`_Cycle._limit_left_short`).
      When they cannot all be found and the VM holds slots already, the slots it requires are
      searched for again as if it held none, its own reservations offered first; a full set
      found so is applied (the VM leaves the reservations the set does not keep, removal reason
@@ -47,7 +48,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import field
 
 __all__ = ("stale_allocations", "empty_reservations", "is_due", "find_problem",
            "INVALID_RESOURCES", "HOST_NOT_FOUND", "VM_DOES_NOT_FIT", "run_cycle", "ACTIVE_REASON",
-           "EMPTY", "REPLACED", "CONSOLIDATED", "PACK", "GREEDY")
+           "EMPTY", "REPLACED", "CONSOLIDATED", "WAITING", "PACK", "GREEDY")
 
 
 # -- Allocations whose VM is gone or has moved, and reservations left empty.
@@ -140,6 +141,9 @@ EMPTY_MESSAGE = "no VM uses this reservation any more"
 REPLACED = "Replaced: the VM could not get all its required slots while holding this one"
 CONSOLIDATED = "Consolidated: moved to %s"
 CONSOLIDATED_MESSAGE = "its VMs moved to other reservations (consolidation)"
+WAITING = ("waiting for a later cycle: VM %s, served before it in its zone with the same trait "
+           "needs, found the hypervisors it could use already given a new reservation this cycle "
+           "(limit_one_new_per_hypervisor)")
 
 PACK = "pack"
 GREEDY = "greedy"
@@ -335,13 +339,30 @@ class _Cycle:
         self.zones = self._zone_indexes()
         picker = HostPicker(self.hv.values(), self.ledger, self.graph,
                             self.settings.limit_one_new_per_hypervisor)
+        waiting = {}  # (zone, trait needs) -> the VM the limit left short there this cycle
         for need in selected:
             vm_status = status[need.vm.uuid]
+            pool = (vm_status.az, trait_needs(need.vm.extra_specs))
+            if pool in waiting:
+                vm_status.why = WAITING % waiting[pool]
+                continue
             vm_status.why = self._cover(need, vm_status.az, picker)
             vm_status.held = len(self.graph.reservations_of(need.vm.uuid))
+            if vm_status.why is not None and self._limit_left_short(need.vm, pool, picker):
+                waiting[pool] = need.vm.uuid
         self.result.processed = len(selected)
         self.result.deferred = len(deferred)
         self.status = status
+
+    def _limit_left_short(self, vm, pool, picker):
+        """True, when packing, if ``vm`` (just served, still short) would have got a new
+        reservation on a hypervisor the one-new-per-hypervisor limit closed this cycle. The VMs
+        after it with the same zone and trait needs (``pool``), none larger, then wait for the
+        next cycle rather than take the reservations built for the larger VMs: a smaller VM
+        sharing them bars, by rules 4 and 5, the larger VMs that come back for their missing
+        slots, and the plan ends holding more (make bench, the fleet with traits)."""
+        return self.strategy == PACK and vm.vcpus is not None and vm.memory_mb is not None \
+            and bool(pool[0]) and picker.closed_to(vm, pool[0], pool[1])
 
     def _hardest_first(self, need):
         """Largest first; among VMs of one size, those on the hypervisors running the most VMs

@@ -8,6 +8,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.constrain
     DependencyGraph, host_satisfies, required_count, trait_needs)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.model import (
     VM, Hypervisor, Reservation)
+from ansible_collections.resilient.virt.plugins.module_utils._failover import reconcile
 from ansible_collections.resilient.virt.plugins.module_utils._failover.reconcile import run_cycle
 from ansible_collections.resilient.virt.plugins.module_utils._failover.settings import (
     FailoverSettings)
@@ -270,3 +271,67 @@ def test_consolidation_moves_a_one_slot_vm_into_a_two_slot_vms_reservation():
         "m": ["o1", "t"], "n": ["t"]}
     assert [(r.reservation, r.vm, r.reason) for r in result.removals] == [
         ("s", "o1", "Consolidated: moved to m")]
+
+
+def _limited_fleet():
+    """h1 runs a and b (two slots, 4 GiB), h2 c (two slots, 1 GiB), h3 d and e (one slot,
+    1 GiB; e requires trait X, which only h5 has, with room for 2 GiB). h2 to h4 have equal room,
+    so new reservations go to h2, h3, h4 in that order."""
+    hosts = [Hypervisor("h%d" % i, "z", 16, 32 * 1024, frozenset(), 2, 4096) for i in range(1, 5)]
+    hosts.append(Hypervisor("h5", "z", 4, 8 * 1024, frozenset(["X"]), 2, 6 * 1024))
+    vms = [VM("a", "h1", "z", "two.big", 1, 4096), VM("b", "h1", "z", "two.big", 1, 4096),
+           VM("c", "h2", "z", "two.small", 1, 1024), VM("d", "h3", "z", "one.small", 1, 1024),
+           VM("e", "h3", "z", "one.small", 1, 1024, {"trait:X": "required"})]
+    return hosts, vms
+
+
+def test_under_the_limit_smaller_vms_wait_for_a_larger_one_the_limit_left_short(monkeypatch):
+    """The packing plan alone (here the plain greedy's, giving c and d slots in b's reservation
+    at once, would be kept). a opens reservations on h2 and h3. b, on a's host, may share
+    neither (rule 3): it opens one on h4 and would open its second on h2 or h3, which already got
+    one this cycle. So c and d, after b in zone z with no trait needs, wait for the next cycle
+    instead of taking the reservations built for a and b; e, needing trait X, is not held and
+    opens one on h5."""
+    monkeypatch.setattr(reconcile, "STRATEGIES", (reconcile.PACK,))
+    hosts, vms = _limited_fleet()
+    first = run_cycle(hosts, vms, [], _settings(True), now=NOW)
+    check_result(hosts, vms, first)
+    status = {s.uuid: s for s in first.vm_status}
+    assert (status["a"].held, status["b"].held, status["e"].held) == (2, 1, 1)
+    assert "already got a new reservation this cycle" in status["b"].why
+    for uuid in ("c", "d"):
+        assert status[uuid].held == 0
+        assert status[uuid].why.startswith("waiting for a later cycle: VM b,")
+        assert "limit_one_new_per_hypervisor" in status[uuid].why
+    assert all("c" not in r.allocations and "d" not in r.allocations for r in first.reservations)
+    result, cycles = first, 1
+    while result.changed_anything and cycles < 6:  # later cycles serve them, keeping every rule
+        result = run_cycle(hosts, vms, result.reservations, _settings(True),
+                           now=NOW + 60 * cycles, cycle=cycles)
+        check_result(hosts, vms, result)
+        check_evacuations(hosts, vms, result.reservations)
+        cycles += 1
+    assert result.summary["slots_missing"] == 0 and not result.changed_anything
+
+
+def test_without_the_limit_no_vm_waits(monkeypatch):
+    monkeypatch.setattr(reconcile, "STRATEGIES", (reconcile.PACK,))
+    hosts, vms = _limited_fleet()
+    result = run_cycle(hosts, vms, [], _settings(False), now=NOW)
+    check_result(hosts, vms, result)
+    check_evacuations(hosts, vms, result.reservations)
+    assert result.summary["slots_missing"] == 0
+    assert all(s.why is None for s in result.vm_status)
+
+
+def test_a_vm_short_for_want_of_room_holds_no_other_vm():
+    """No hypervisor has room for big's 4 GiB (h1 is its own host): big stays short, and small,
+    after it in the same zone with the same trait needs, still gets its two slots."""
+    hosts = [Hypervisor("h1", "z", 16, 32 * 1024, frozenset(), 2, 4096)]
+    hosts += [Hypervisor("h%d" % i, "z", 4, 6 * 1024, frozenset(), 1, 4096) for i in (2, 3, 4)]
+    vms = [VM("big", "h1", "z", "two.big", 1, 4096), VM("small", "h2", "z", "two.small", 1, 1024)]
+    result = run_cycle(hosts, vms, [], _settings(True), now=NOW)
+    check_result(hosts, vms, result)
+    status = {s.uuid: s for s in result.vm_status}
+    assert status["big"].held == 0 and "without room" in status["big"].why
+    assert status["small"].held == 2 and status["small"].why is None
