@@ -57,12 +57,13 @@ options:
   limit_one_new_per_hypervisor:
     description:
       - Create at most one new reservation per hypervisor per cycle.
-      - Once this limit leaves a VM short (a hypervisor that already got a new reservation this
-        cycle would otherwise take one for it), the VMs after it - none larger, in its zone, with
-        the same trait needs - wait for the next cycle, and RV(vm_status) says so. They would
-        otherwise take the reservations built for the larger VMs, which then need more of their
-        own. The plain greedy plan, computed beside the packing one, does not wait; the cheaper
-        plan is kept.
+      - Once this limit leaves a VM that requires two or more slots short (a hypervisor that
+        already got a new reservation this cycle would otherwise take one for it), the VMs after
+        it that require two or more slots - none larger, in its zone, with the same trait needs -
+        wait for the next cycle, and RV(vm_status) says so. They would otherwise take the
+        reservations built for the larger VMs, which then need more of their own. One-slot VMs
+        never wait. The plain greedy plan, computed beside the packing one, does not wait; the
+        cheaper plan is kept.
     type: bool
     default: true
   max_changes:

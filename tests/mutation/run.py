@@ -127,6 +127,11 @@ MUTANTS = {
         "                pass\n",
         "under the one-new-per-hypervisor limit, smaller VMs take the reservations built for a "
         "larger VM the limit left short"),
+    "one-slot-vms-wait-too": (
+        FAILOVER + "reconcile.py",
+        "            if pool in waiting and self.multi[need.vm.uuid]:\n",
+        "            if pool in waiting:\n",
+        "one-slot VMs wait behind a VM the limit left short, losing a cycle of coverage"),
     "any-shortfall-holds-vms-back": (
         FAILOVER + "reconcile.py",
         "and bool(pool[0]) and picker.closed_to(vm, pool[0], pool[1])\n",

@@ -16,8 +16,9 @@ Steps, in order:
      most one new reservation per hypervisor per cycle unless that limit is off; a VM's missing
      slots are chosen together (see placement.search_slots) so an early choice does not strand a
      later one; when packing, a VM missing two slots first tries two existing reservations
-     together (placement.slot_pairs), and once the limit leaves a VM short, the VMs after it
-     with its zone and trait needs wait for the next cycle (see :meth:`_Cycle._limit_left_short`).
+     together (placement.slot_pairs), and once the limit leaves a VM requiring two or more
+     slots short, those after it with its zone and trait needs wait for the next cycle (see
+     :meth:`_Cycle._limit_left_short`).
      When they cannot all be found and the VM holds slots already, the slots it requires are
      searched for again as if it held none, its own reservations offered first; a full set
      found so is applied (the VM leaves the reservations the set does not keep, removal reason
@@ -339,11 +340,11 @@ class _Cycle:
         self.zones = self._zone_indexes()
         picker = HostPicker(self.hv.values(), self.ledger, self.graph,
                             self.settings.limit_one_new_per_hypervisor)
-        waiting = {}  # (zone, trait needs) -> the VM the limit left short there this cycle
+        waiting = {}  # (zone, trait needs) -> the VM requiring 2+ slots the limit left short there
         for need in selected:
             vm_status = status[need.vm.uuid]
             pool = (vm_status.az, trait_needs(need.vm.extra_specs))
-            if pool in waiting:
+            if pool in waiting and self.multi[need.vm.uuid]:
                 vm_status.why = WAITING % waiting[pool]
                 continue
             vm_status.why = self._cover(need, vm_status.az, picker)
@@ -355,14 +356,17 @@ class _Cycle:
         self.status = status
 
     def _limit_left_short(self, vm, pool, picker):
-        """True, when packing, if ``vm`` (just served, still short) would have got a new
-        reservation on a hypervisor the one-new-per-hypervisor limit closed this cycle. The VMs
-        after it with the same zone and trait needs (``pool``), none larger, then wait for the
-        next cycle rather than take the reservations built for the larger VMs: a smaller VM
-        sharing them bars, by rules 4 and 5, the larger VMs that come back for their missing
-        slots, and the plan ends holding more (make bench, the fleet with traits)."""
-        return self.strategy == PACK and vm.vcpus is not None and vm.memory_mb is not None \
-            and bool(pool[0]) and picker.closed_to(vm, pool[0], pool[1])
+        """True, when packing, if ``vm`` requires two or more slots and (just served, still
+        short) would have got a new reservation on a hypervisor the one-new-per-hypervisor limit
+        closed this cycle. The VMs requiring two or more slots after it with the same zone and
+        trait needs (``pool``), none larger, then wait for the next cycle rather than take the
+        reservations built for the larger VMs: sharing them, they bar by rule 5 the larger VMs
+        that come back for their missing slots, and the plan ends holding more (make bench, the
+        fleet with traits). One-slot VMs do not wait: on the benchmark's fleets their waiting
+        changed no settled plan and cost coverage in the first cycle."""
+        return self.strategy == PACK and self.multi[vm.uuid] and vm.vcpus is not None \
+            and vm.memory_mb is not None and bool(pool[0]) \
+            and picker.closed_to(vm, pool[0], pool[1])
 
     def _hardest_first(self, need):
         """Largest first; among VMs of one size, those on the hypervisors running the most VMs
