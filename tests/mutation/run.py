@@ -134,8 +134,8 @@ MUTANTS = {
         "one-slot VMs wait behind a VM the limit left short, losing a cycle of coverage"),
     "any-shortfall-holds-vms-back": (
         FAILOVER + "reconcile.py",
-        "and bool(pool[0]) and picker.closed_to(vm, pool[0], pool[1])\n",
-        "and bool(pool[0])\n",
+        "            and picker.closed_to(vm, pool[0], pool[1])\n",
+        "            and True\n",
         "a VM short for want of room makes the VMs after it wait, cycle after cycle"),
     "bound-ignores-barred-pairs": (
         FAILOVER + "bounds.py",
