@@ -149,7 +149,7 @@ MUTANTS = {
         "the lower bound counts twice the pairs two hosts both bar"),
     "capacity-ignored": (
         FAILOVER + "placement.py",
-        "            if free_cpu < cpu or free_mem < mem:\n                continue\n",
+        "        if free_cpu < (vm.vcpus or 0) or free_mem < (vm.memory_mb or 0):\n            return None\n",
         "",
         "a new reservation may overcommit its hypervisor"),
     "fit-ignored": (
