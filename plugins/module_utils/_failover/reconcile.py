@@ -347,7 +347,7 @@ class _Cycle:
             if pool in waiting and self.multi[need.vm.uuid]:
                 vm_status.why = WAITING % waiting[pool]
                 continue
-            vm_status.why = self._cover(need, vm_status.az, picker)
+            vm_status.why = self._cover(need, vm_status.az, pool[1], picker)
             vm_status.held = len(self.graph.reservations_of(need.vm.uuid))
             if vm_status.why is not None and self._limit_left_short(need.vm, pool, picker):
                 waiting[pool] = need.vm.uuid
@@ -391,15 +391,15 @@ class _Cycle:
         if index is not None:
             index.update(name, reservation_size(res.resources)[1], len(res.allocations))
 
-    def _cover(self, need, az, picker):
-        """Give ``need.vm`` its missing slots; returns why it stays short, or None."""
+    def _cover(self, need, az, needs, picker):
+        """Give ``need.vm`` (trait needs ``needs``) its missing slots; returns why it stays
+        short, or None."""
         vm = need.vm
         if vm.vcpus is None or vm.memory_mb is None:
             return "the VM's vcpus or memory_mb is unknown"
         if not az:
             return "the VM's availability zone is unknown"
         self.graph.add_vm(vm.uuid, vm.host)
-        needs = trait_needs(vm.extra_specs)
         index = self.zones.setdefault(az, ZoneIndex())
         missing = need.required - need.held
         path = None
