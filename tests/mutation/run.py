@@ -91,10 +91,8 @@ MUTANTS = {
         "a VM's required and forbidden traits are not checked"),
     "consolidation-ignores-rules": (
         FAILOVER + "reconcile.py",
-        "                        and self._may_join(vm, name, needs, free_of_traits):\n"
-        "                    yield name\n",
-        "                        and True:\n"
-        "                    yield name\n",
+        "                 and self._may_join(vm, name, needs, free_of_traits))\n",
+        "                 and True)\n",
         "packing joins or moves a VM into a reservation it may not join"),
     "growth-ignores-host-room": (
         FAILOVER + "reconcile.py",
@@ -121,6 +119,21 @@ MUTANTS = {
         "        kinds = (True,) if multi else (False, True)\n",
         "        kinds = (True,) if multi else (True, False)\n",
         "a one-slot VM takes a two-slot VM's reservation before its own kind's"),
+    "pairs-closed-ignored": (
+        FAILOVER + "placement.py",
+        "            pairs.append((closes1 + closes2, -len(at1) - len(at2), i, j))\n",
+        "            pairs.append((0, -len(at1) - len(at2), i, j))\n",
+        "a VM missing two slots takes the most shared pair, closing pairs later VMs could take"),
+    "first-slot-closes-pairs": (
+        FAILOVER + "reconcile.py",
+        "            first.sort(key=lambda name: self.graph.pairs_closed(vm.host, name))\n",
+        "            pass\n",
+        "a VM short of a pair takes the most shared reservation, closing pairs later VMs could take"),
+    "closed-pair-recounted": (
+        FAILOVER + "constraints.py",
+        "            if own not in other_at and other_own not in at and own != other_own and \\\n",
+        "            if own not in other_at and own != other_own and \\\n",
+        "a pair a host closed already counts again as closing"),
     "limit-holds-no-vm-back": (
         FAILOVER + "reconcile.py",
         "                waiting[pool] = need.vm.uuid\n",

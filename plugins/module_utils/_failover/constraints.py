@@ -8,6 +8,7 @@ flavor's ``trait:X`` extra specs must match the host; a flavor's glob patterns s
 its VMs require.
 """
 import functools
+import itertools
 import re
 
 from ansible_collections.resilient.virt.plugins.module_utils._failover.model import Removal
@@ -159,6 +160,27 @@ class DependencyGraph:
     def hosts_at(self, name):
         """The hosts running VMs that use reservation ``name``, and the host it is placed on."""
         return self._member_hosts[name].keys() | {self._res_host[name]}
+
+    def pairs_closed(self, host, name):
+        """How many pairs of reservations a VM on ``host`` closes by joining ``name``.
+
+        A pair (``name``, x) closes when ``host`` already runs a VM using x or holds x, and no
+        host did so for both before: a VM holding ``name`` and x would then have two sharers
+        on ``host``, or a sharer on a slot host (rules 4 and 5), so no VM requiring two slots
+        may take that pair any more. Pairs a host already closed cost nothing more.
+        """
+        at = self._member_hosts[name]
+        own = self._res_host[name]
+        closed = 0
+        for other in itertools.chain(self._running_on.get(host, ()), self._placed_on.get(host, ())):
+            if other == name:
+                continue
+            other_at = self._member_hosts[other]
+            other_own = self._res_host[other]
+            if own not in other_at and other_own not in at and own != other_own and \
+                    at.keys().isdisjoint(other_at):
+                closed += 1
+        return closed
 
     def vm_ok(self, uuid):
         """True when VM ``uuid`` meets constraints 1-5 as the graph stands.

@@ -315,23 +315,25 @@ PAIR_OPTIONS = 32
 """Existing reservations a VM missing two slots looks at together (at most 496 pairs)."""
 
 
-def slot_pairs(options, host_of, hosts_at, barred):
+def slot_pairs(options, host_of, hosts_at, barred, closes):
     """The pairs of ``options`` (given best first) that might give a VM its two missing slots.
 
     ``host_of(option)`` is the hypervisor the option's reservation is on, ``hosts_at(option)``
     the hosts of its VMs and its own host. Two reservations qualify when they are on different
     hypervisors (rule 2), no host is at both (a VM there would use two slots of the new VM, or
     run on one of its slot hosts: rules 4 and 5), and ``barred(first, second)`` is false.
-    Best first: the pairs used from the most hosts (they fill the reservations already shared),
-    then in the order of ``options``. The caller still checks the chosen pair against every rule.
+    Best first: the pairs that close the fewest other pairs (``closes(option)``, see
+    DependencyGraph.pairs_closed), so the pairs later VMs could take stay open; then those used
+    from the most hosts (they fill the reservations already shared); then in the order of
+    ``options``. The caller still checks the chosen pair against every rule.
     """
-    places = [(host_of(option), hosts_at(option)) for option in options]
+    places = [(host_of(option), hosts_at(option), closes(option)) for option in options]
     pairs = []
-    for i, (host1, at1) in enumerate(places):
+    for i, (host1, at1, closes1) in enumerate(places):
         for j in range(i + 1, len(places)):
-            host2, at2 = places[j]
+            host2, at2, closes2 = places[j]
             if host1 == host2 or not at1.isdisjoint(at2) or barred(options[i], options[j]):
                 continue
-            pairs.append((-len(at1) - len(at2), i, j))
+            pairs.append((closes1 + closes2, -len(at1) - len(at2), i, j))
     pairs.sort()
-    return [(options[i], options[j]) for _weight, i, j in pairs]
+    return [(options[i], options[j]) for _closes, _weight, i, j in pairs]

@@ -42,8 +42,8 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.model imp
     CycleResult, Deletion, NameAllocator, Removal, Reservation, VMStatus, reservation_size,
     resource_error, vm_fits)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.placement import (
-    PAIR_OPTIONS, CapacityLedger, HostPicker, Need, ZoneIndex, search_slots, select_window,
-    slot_pairs)
+    BRANCH_LIMIT, PAIR_OPTIONS, CapacityLedger, HostPicker, Need, ZoneIndex, search_slots,
+    select_window, slot_pairs)
 from ansible_collections.resilient.virt.plugins.module_utils._time import format_time, parse_time
 from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
 
@@ -448,7 +448,8 @@ class _Cycle:
         found = None
         for first, second in slot_pairs(options, lambda option: self.work[option[1]].host,
                                         lambda option: self.graph.hosts_at(option[1]),
-                                        self._closes_a_triangle):
+                                        self._closes_a_triangle,
+                                        lambda option: self.graph.pairs_closed(vm.host, option[1])):
             self._try(vm, first, picker)
             allowed = (self._may_join if second[0] == "share" else self._may_grow)(
                 vm, second[1], needs, free_of_traits)
@@ -533,11 +534,14 @@ class _Cycle:
         free_of_traits = not needs.required and not needs.forbidden
         multi = self.multi[vm.uuid]
         kinds = (True,) if multi else (False, True)
-        for kind in kinds:
-            for name in index.fitting(vm.memory_mb or 0, spread=multi):
-                if name not in skip and self.serves_multi.get(name) == kind \
-                        and self._may_join(vm, name, needs, free_of_traits):
-                    yield name
+        names = (name for kind in kinds for name in index.fitting(vm.memory_mb or 0, spread=multi)
+                 if name not in skip and self.serves_multi.get(name) == kind
+                 and self._may_join(vm, name, needs, free_of_traits))
+        if multi:
+            first = list(itertools.islice(names, BRANCH_LIMIT))
+            first.sort(key=lambda name: self.graph.pairs_closed(vm.host, name))
+            yield from first
+        yield from names
 
     def _count_check(self):
         self.checks += 1

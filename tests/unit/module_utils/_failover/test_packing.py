@@ -334,3 +334,69 @@ def test_a_vm_short_for_want_of_room_holds_no_other_vm():
     status = {s.uuid: s for s in result.vm_status}
     assert status["big"].held == 0 and "without room" in status["big"].why
     assert status["small"].held == 2 and status["small"].why is None
+
+
+def _closing_fleet(reservations, vms):
+    """Hosts h1-h14 with room to spare; s, a one-slot VM on v's host h1, holds x on h9."""
+    hosts = [Hypervisor("h%d" % i, "z", 16, 64 * 1024, frozenset(), 2, 4096) for i in range(1, 15)]
+    vms = [VM("v", "h1", "z", "two.big", 1, 2048), VM("s", "h1", "z", "one.small", 1, 1024)] + vms
+    held = [Reservation("x", "h9", "z", {"cpu": 1, "memory_mb": 1024}, {"s": "h1"}, "c")]
+    held += [Reservation(name, host, "z", {"cpu": 1, "memory_mb": 2048}, members, "c")
+             for name, host, members in reservations]
+    return hosts, vms, held
+
+
+def test_pairs_closed_by_hand():
+    """A VM on h1 joining a closes the pairs a-x and a-y: s and s3, VMs on h1, use x (on h9)
+    and y (on h13), and no host is at a and x, or a and y, yet. With x, each of the others is
+    closed already: c is on h9 like x (rule 2), d has a VM on h8 like x, and f is on h8, where a
+    VM of x runs. e has a VM on h13, where y is placed, so only e-x closes. Nothing runs on h4
+    or is placed there; x and c are placed on h9."""
+    graph = DependencyGraph()
+    for uuid, host in (("s", "h1"), ("s2", "h8"), ("s3", "h1"), ("p", "h2"), ("q", "h11"),
+                       ("t", "h8"), ("w", "h13"), ("v", "h1")):
+        graph.add_vm(uuid, host)
+    for name, host, members in (("x", "h9", ("s", "s2")), ("a", "h5", ("p",)),
+                                ("c", "h9", ("q",)), ("d", "h7", ("t",)),
+                                ("y", "h13", ("s3",)), ("e", "h6", ("w",)), ("f", "h8", ())):
+        graph.add_reservation(name, host)
+        for uuid in members:
+            graph.link(uuid, name)
+    assert graph.pairs_closed("h1", "a") == 2  # a-x and a-y
+    assert graph.pairs_closed("h1", "c") == 1  # c-y only
+    assert graph.pairs_closed("h1", "d") == 1  # d-y only
+    assert graph.pairs_closed("h1", "e") == 1  # e-x only
+    assert graph.pairs_closed("h1", "f") == 1  # f-y only
+    assert graph.pairs_closed("h4", "a") == 0  # nothing runs on h4 or is placed there
+    assert graph.pairs_closed("h9", "a") == 2  # x and c are placed on h9
+
+
+def test_a_two_slot_vm_takes_the_pair_that_closes_no_other_pair():
+    """v may take a and b, or c and d: a and b are shared by more hosts (the order before), but
+    v joining them would close a-x and b-x, as s, in x, runs on v's host. c is on h9 like x, and
+    d has a VM on h8 like x, so c-x and d-x were closed already: v takes c and d."""
+    hosts, vms, held = _closing_fleet(
+        [("a", "h5", {"p1": "h2", "p2": "h3"}), ("b", "h6", {"p3": "h4", "p4": "h10"}),
+         ("c", "h9", {"p5": "h11"}), ("d", "h7", {"p6": "h12", "t": "h8"})],
+        [VM(uuid, host, "z", "two.small", 1, 1024) for uuid, host in (
+            ("p1", "h2"), ("p2", "h3"), ("p3", "h4"), ("p4", "h10"), ("p5", "h11"), ("p6", "h12"))]
+        + [VM("t", "h8", "z", "one.small", 1, 1024), VM("s2", "h8", "z", "one.small", 1, 1024)])
+    held[0].allocations["s2"] = "h8"
+    result = run_cycle(hosts, vms, held, _settings(False), now=NOW)
+    check_result(hosts, vms, result)
+    check_evacuations(hosts, vms, result.reservations)
+    assert sorted(r.name for r in result.reservations if "v" in r.allocations) == ["c", "d"]
+
+
+def test_a_two_slot_vm_short_of_a_pair_takes_the_reservation_that_closes_no_other_pair():
+    """No two of a and c take v together (p2 and p5 both run on h3), so v takes one of them and
+    a new one: c, on h9 like x, closes no pair, where a (shared by more hosts) would close a-x."""
+    hosts, vms, held = _closing_fleet(
+        [("a", "h5", {"p1": "h2", "p2": "h3"}), ("c", "h9", {"p5": "h3"})],
+        [VM(uuid, host, "z", "two.small", 1, 1024) for uuid, host in (
+            ("p1", "h2"), ("p2", "h3"), ("p5", "h3"))])
+    result = run_cycle(hosts, vms, held, _settings(False), now=NOW)
+    check_result(hosts, vms, result)
+    check_evacuations(hosts, vms, result.reservations)
+    mine = sorted(r.name for r in result.reservations if "v" in r.allocations)
+    assert mine[0] == "c" and mine[1] in result.created

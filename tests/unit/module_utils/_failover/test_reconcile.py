@@ -98,15 +98,22 @@ def test_capacity_counts_vms_and_every_reservation_on_the_host():
     assert "1 its own host, 1 without room" in status(result, "v").why
 
 
-def test_slot_pairs_keep_hosts_apart_and_come_most_used_first():
+def test_slot_pairs_keep_hosts_apart_and_come_closing_fewest_then_most_used_first():
     place = {"a": ("h5", {"h5", "h1", "h2"}), "b": ("h6", {"h6", "h1"}),
              "c": ("h7", {"h7", "h2", "h4"}), "d": ("h8", {"h8", "h9"}),
              "e": ("h5", {"h5", "h3", "h9"})}
-    pairs = slot_pairs(list("abcde"), lambda name: place[name][0], lambda name: place[name][1],
-                       lambda first, second: (first, second) == ("c", "d"))
+
+    def pairs(closes):
+        return slot_pairs(list("abcde"), lambda name: place[name][0], lambda name: place[name][1],
+                          lambda first, second: (first, second) == ("c", "d"), closes.get)
+
     # out: a-b (h1 at both), a-c (h2), a-e (one hypervisor), d-e (h9), c-d (barred);
     # c-e is used from 6 hosts, b-d from 4, the others from 5, in the order given
-    assert pairs == [("c", "e"), ("a", "d"), ("b", "c"), ("b", "e"), ("b", "d")]
+    assert pairs(dict.fromkeys("abcde", 0)) == [
+        ("c", "e"), ("a", "d"), ("b", "c"), ("b", "e"), ("b", "d")]
+    # closing c and e each close a pair: those closing none come first, c-e (two) last
+    assert pairs({"a": 0, "b": 0, "c": 1, "d": 0, "e": 1}) == [
+        ("a", "d"), ("b", "d"), ("b", "c"), ("b", "e"), ("c", "e")]
 
 
 def test_n2_vm_spreads_its_slots_over_distinct_hosts():
