@@ -310,6 +310,9 @@ def search_slots(missing, options, apply, undo):
 # own. Looking at pairs first lets the reservations' graph close into triangles (u in a and b,
 # w in a and c, v in b and c) and holds one reservation less per such VM; reconcile bars the
 # triangle whose b and c serve u and w alone, as the reference system leaves it open.
+# Each VM that joins a reservation also closes pairs for the VMs after it: rule 5 bars a VM from
+# holding two reservations that VMs of one hypervisor use. A plan whose hypervisors close the same
+# pairs leaves more pairs open, so the pairs closing the fewest come first.
 
 PAIR_OPTIONS = 32
 """Existing reservations a VM missing two slots looks at together (at most 496 pairs)."""

@@ -18,7 +18,9 @@ Steps, in order:
      later one; when packing, a VM missing two slots first tries two existing reservations
      together (placement.slot_pairs), and once the limit leaves a VM requiring two or more
      slots short, those after it with its zone and trait needs wait for the next cycle (see
-     :meth:`_Cycle._limit_left_short`).
+     :meth:`_Cycle._limit_left_short`); a VM requiring two or more slots prefers the choices that
+     close the fewest pairs of reservations other VMs could still hold together
+     (DependencyGraph.pairs_closed).
      When they cannot all be found and the VM holds slots already, the slots it requires are
      searched for again as if it held none, its own reservations offered first; a full set
      found so is applied (the VM leaves the reservations the set does not keep, removal reason
@@ -530,7 +532,11 @@ class _Cycle:
         first: a one-slot VM shares with a VM of nearly every hypervisor, and constraint 5 would
         then bar the members of a reservation serving two-slot VMs from many second slots. A
         one-slot VM then gets the others: joining one as it is holds nothing more, where growing
-        or opening one does."""
+        or opening one does.
+
+        For a VM requiring two or more slots, the first BRANCH_LIMIT (those the slot search
+        tries) come those closing the fewest pairs first (DependencyGraph.pairs_closed): the
+        pairs stay open for the VMs served after it."""
         free_of_traits = not needs.required and not needs.forbidden
         multi = self.multi[vm.uuid]
         kinds = (True,) if multi else (False, True)
