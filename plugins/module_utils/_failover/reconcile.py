@@ -534,9 +534,9 @@ class _Cycle:
         one-slot VM then gets the others: joining one as it is holds nothing more, where growing
         or opening one does.
 
-        For a VM requiring two or more slots, the first BRANCH_LIMIT (those the slot search
-        tries) come those closing the fewest pairs first (DependencyGraph.pairs_closed): the
-        pairs stay open for the VMs served after it."""
+        For a VM requiring two or more slots, the first BRANCH_LIMIT of these (the choices the
+        slot search tries) are reordered, those closing the fewest pairs first
+        (DependencyGraph.pairs_closed), so that pairs stay open for the VMs served after it."""
         free_of_traits = not needs.required and not needs.forbidden
         multi = self.multi[vm.uuid]
         kinds = (True,) if multi else (False, True)
