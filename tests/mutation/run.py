@@ -131,8 +131,8 @@ MUTANTS = {
         "a VM short of a pair takes the most shared reservation, closing pairs later VMs could take"),
     "closed-pair-recounted": (
         FAILOVER + "constraints.py",
-        "            if own not in other_at and other_own not in at and own != other_own and \\\n",
-        "            if own not in other_at and own != other_own and \\\n",
+        "            if other != name and self._res_host[other] not in at and \\\n",
+        "            if other != name and \\\n",
         "a pair a host closed already counts again as closing"),
     "limit-holds-no-vm-back": (
         FAILOVER + "reconcile.py",

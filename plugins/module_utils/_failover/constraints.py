@@ -169,16 +169,12 @@ class DependencyGraph:
         on ``host``, or a sharer on a slot host (rules 4 and 5), so no VM requiring two slots
         may take that pair any more. Pairs a host already closed cost nothing more.
         """
-        at = self._member_hosts[name]
-        own = self._res_host[name]
+        at = self.hosts_at(name)
         closed = 0
         for other in itertools.chain(self._running_on.get(host, ()), self._placed_on.get(host, ())):
-            if other == name:
-                continue
-            other_at = self._member_hosts[other]
-            other_own = self._res_host[other]
-            if own not in other_at and other_own not in at and own != other_own and \
-                    at.keys().isdisjoint(other_at):
+            # no host at both: as hosts_at(other).isdisjoint(at), without building that set
+            if other != name and self._res_host[other] not in at and \
+                    at.isdisjoint(self._member_hosts[other]):
                 closed += 1
         return closed
 
