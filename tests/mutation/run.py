@@ -119,6 +119,11 @@ MUTANTS = {
         "        kinds = (True,) if multi else (False, True)\n",
         "        kinds = (True,) if multi else (True, False)\n",
         "a one-slot VM takes a two-slot VM's reservation before its own kind's"),
+    "one-order-only": (
+        FAILOVER + "reconcile.py",
+        "    if reservations or planner.result.processed < 2:\n",
+        "    if True:\n",
+        "a plan built from nothing is packed in one order, though another may hold less"),
     "pairs-closed-ignored": (
         FAILOVER + "placement.py",
         "            pairs.append((closes1 + closes2, -len(at1) - len(at2), i, j))\n",
