@@ -49,10 +49,11 @@ def check_name(name, field="name"):
 
 
 def new_name(kind, vm, now):
-    """``<vm>-<kind>-<UTC time>-<4 hex>``, with characters a name cannot hold replaced."""
+    """``<vm>-<kind>-<UTC time>-<8 hex>``, with characters a name cannot hold replaced (8 random
+    hex digits: two names of one VM and second collide about once in 4 billion pairs)."""
     stem = re.sub(r"[^A-Za-z0-9_.-]", "_", vm).lstrip("._-")[:80] or "vm"
     return "%s-%s-%s-%s" % (stem, kind, format_time(now).replace("-", "").replace(":", "")
-                            .rstrip("Z").lower(), uuid.uuid4().hex[:4])
+                            .rstrip("Z").lower(), uuid.uuid4().hex[:8])
 
 
 def new_record(name, kind, vm, provider_key, provider_name, owner, lease, now, **fields):
