@@ -167,7 +167,8 @@ def _key(fleet):
 
 
 def spread(fleets, seeds):
-    """Per fleet, (seed, memory / bound, count / bound, coverage) of the settled plan per seed."""
+    """Per fleet, (seed, memory / bound, count / bound, coverage) of the settled plan per seed
+    of ``seeds``."""
     rows = []
     for fleet in fleets:
         settled = []
@@ -191,52 +192,46 @@ def measure(fleets, seed, revision, spread_seeds=SPREAD_SEEDS):
     today, why = baseline(revision, [list(f) for f in fleets], seed)
     for row in rows:
         row["today"] = today.get(row["fleet"]) if today else None
+    others = [other for other in spread_seeds if other != seed]
     result = {"requirements": REQUIREMENTS, "seed": seed, "baseline": revision,
-              "baseline_missing": why, "rows": rows,
-              "spread": spread(fleets, [s for s in spread_seeds if s != seed])}
-    result["targets"] = targets(rows, result["spread"])
+              "baseline_missing": why, "rows": rows, "spread_seeds": others,
+              "spread": spread(fleets, others)}
+    result["targets"] = targets(rows, result["spread"], others)
     return result
 
 
-def targets(rows, spread_rows):
+def targets(rows, spread_rows, spread_seeds):
     """The packing targets, judged on the worst settled plan, and the cycle time; then the
-    packing targets on the worst fleet and seed of the other seeds."""
-    memory = max(row["ours"]["settled"]["reserved_memory_mb"] / row["bound"]["memory_mb"]
-                 for row in rows)
-    count = max(row["ours"]["settled"]["reservations"] / row["bound"]["reservations"]
-                for row in rows)
-    covered = min(row["ours"]["settled"]["coverage_ratio"] for row in rows)
+    packing targets on the worst fleet and seed of ``spread_seeds``."""
+    settled = [(row["ours"]["settled"]["reserved_memory_mb"] / row["bound"]["memory_mb"],
+                row["ours"]["settled"]["reservations"] / row["bound"]["reservations"],
+                row["ours"]["settled"]["coverage_ratio"]) for row in rows]
     largest = max(rows, key=lambda row: row["vms"])
     seconds = largest["ours"]["settled"]["seconds"]
-    return [
-        {"name": "settled plan, reserved memory / lower bound, worst fleet",
-         "measured": round(memory, 2), "target": "<= %g" % TARGET_MEMORY,
-         "passed": memory <= TARGET_MEMORY},
-        {"name": "settled plan, reservations / lower bound, worst fleet",
-         "measured": round(count, 2), "target": "<= %g" % TARGET_COUNT,
-         "passed": count <= TARGET_COUNT},
-        {"name": "settled plan, coverage, worst fleet", "measured": covered, "target": "1.0",
-         "passed": covered == 1.0},
-        {"name": "slowest cycle, %d VMs (s)" % largest["vms"], "measured": seconds,
-         "target": "< %g" % TARGET_CYCLE_S, "passed": seconds < TARGET_CYCLE_S},
-    ] + _spread_targets(spread_rows)
+    found = _packing_targets("worst fleet", settled)
+    found.append({"name": "slowest cycle, %d VMs (s)" % largest["vms"], "measured": seconds,
+                  "target": "< %g" % TARGET_CYCLE_S, "passed": seconds < TARGET_CYCLE_S})
+    others = [entry[1:] for row in spread_rows for entry in row["seeds"]]
+    if others:
+        found += _packing_targets("worst fleet and seed of seeds %s"
+                                  % ", ".join(map(str, spread_seeds)), others)
+    return found
 
 
-def _spread_targets(spread_rows):
-    seeds = [entry for row in spread_rows for entry in row["seeds"]]
-    if not seeds:
-        return []
-    memory, count = max(entry[1] for entry in seeds), max(entry[2] for entry in seeds)
-    covered = min(entry[3] for entry in seeds)
-    other = "worst fleet and seed of seeds %s" % ", ".join(str(e[0]) for e in spread_rows[0]["seeds"])
+def _packing_targets(which, plans):
+    """Memory, count and coverage targets on the worst of ``plans``, (memory / bound,
+    count / bound, coverage) each."""
+    memory = max(plan[0] for plan in plans)
+    count = max(plan[1] for plan in plans)
+    covered = min(plan[2] for plan in plans)
     return [
-        {"name": "settled plan, reserved memory / lower bound, " + other,
+        {"name": "settled plan, reserved memory / lower bound, " + which,
          "measured": round(memory, 2), "target": "<= %g" % TARGET_MEMORY,
          "passed": memory <= TARGET_MEMORY},
-        {"name": "settled plan, reservations / lower bound, " + other,
+        {"name": "settled plan, reservations / lower bound, " + which,
          "measured": round(count, 2), "target": "<= %g" % TARGET_COUNT,
          "passed": count <= TARGET_COUNT},
-        {"name": "settled plan, coverage, " + other, "measured": covered, "target": "1.0",
+        {"name": "settled plan, coverage, " + which, "measured": covered, "target": "1.0",
          "passed": covered == 1.0},
     ]
 
@@ -270,8 +265,8 @@ def table(result):
                 _ratio(figures, bound["failure_memory_mb"], "reserved_memory_mb"),
                 figures["coverage_ratio"], figures["vms_per_reservation"], count,
                 figures["seconds"]))
-    if result["spread"] and result["spread"][0]["seeds"]:
-        seeds = ", ".join(str(entry[0]) for entry in result["spread"][0]["seeds"])
+    if result["spread_seeds"]:
+        seeds = ", ".join(map(str, result["spread_seeds"]))
         lines += ["", "This planner's settled plan on the same fleets drawn with seeds %s "
                   "(the table above: seed %d):" % (seeds, result["seed"]), "",
                   "| fleet | x bound in memory, by seed | x bound in count, by seed | coverage, worst |",

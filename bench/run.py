@@ -295,12 +295,11 @@ def headlines(records):
             text += "; planner of %s %.2fx" % (fleets["baseline"],
                                                row["today"]["settled"]["reserved_memory_mb"] / bound)
         lines.append(text)
-    spread = fleets.get("spread") or []
-    if spread and spread[0]["seeds"]:
-        entries = [entry for row in spread for entry in row["seeds"]]
+    if fleets.get("spread_seeds"):
+        entries = [entry for row in fleets["spread"] for entry in row["seeds"]]
         lines.append("Failover plans, the same fleets drawn with seeds %s: this planner holds up to "
                      "%.2fx the lower bound in memory and %.2fx in count"
-                     % (", ".join(str(entry[0]) for entry in spread[0]["seeds"]),
+                     % (", ".join(map(str, fleets["spread_seeds"])),
                         max(entry[1] for entry in entries), max(entry[2] for entry in entries)))
     vsphere = (records.get("vsphere") or {}).get("result") or []
     medians = dict(((r["operation"], r["how"]), r["median_ms"]) for r in vsphere)

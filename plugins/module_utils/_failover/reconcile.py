@@ -203,17 +203,17 @@ def run_cycle(hypervisors, vms, reservations, settings, now, cycle=0, running=No
 
     results, budget = [], None
     for strategy in STRATEGIES:
-        if strategy != PACK:
+        if strategy == PACK:
+            planner, result = plan(PACK)
+            budget = max(GREEDY_CHECKS[0] * (planner.checks - planner.pair_checks),
+                         GREEDY_CHECKS[1])
+            results += [result] + [plan(PACK, order)[1] for order
+                                   in range(1, 1 + _other_orders(planner, reservations))]
+        else:
             try:
                 results.append(plan(strategy, budget=budget)[1])
             except _OverBudget:
                 pass
-            continue
-        planner, result = plan(PACK)
-        results.append(result)
-        budget = max(GREEDY_CHECKS[0] * (planner.checks - planner.pair_checks), GREEDY_CHECKS[1])
-        results.extend(plan(PACK, order)[1]
-                       for order in range(1, 1 + _other_orders(planner, reservations)))
     best = min(results, key=_cost)  # the first planned on a tie
     zones = {hv.name: hv.az for hv in hypervisors}
     best.lower_bound = lower_bound(vms, settings.requirements,
