@@ -122,11 +122,33 @@ class SentinelSetup:
     def server(self, port):
         return next(server for server in self.servers if server.port == port)
 
+    def settled_primary(self):
+        """The primary's port once every Sentinel names it and it serves a replica, else None.
+
+        After a failover (or a primary frozen past the Sentinels' patience) the roles move for a
+        few seconds; a test begins only on a settled setup."""
+        ports = {self.primary_port(port) for port in self.sentinel_ports}
+        if len(ports) != 1:
+            return None
+        port = ports.pop()
+        replication = _client(port, **self.tls).info("replication")
+        if replication["role"] != "master" or replication["connected_slaves"] < 1:
+            return None
+        return port
+
     def flush(self):
-        client = _client(self.primary_port())
-        client.flushall()
-        client.execute_command("WAIT", 1, 5000)
-        client.close()
+        """Empty the settled primary and wait until its replica has the emptiness too."""
+        def flushed():
+            port = self.settled_primary()
+            if port is None:
+                return False
+            client = _client(port, **self.tls)
+            try:
+                client.flushall()
+                return client.execute_command("WAIT", 1, 5000) >= 1
+            finally:
+                client.close()
+        _wait(flushed, 60, "an emptied primary whose replica has caught up")
 
     def kill_primary(self):
         """SIGKILL the primary; return its port."""
@@ -152,6 +174,8 @@ class SentinelSetup:
         self.servers[index].stop()
         self.servers[index] = RedisServer(port=port, extra_args=[
             "--masterauth", REDIS_PASSWORD, "--replicaof", "127.0.0.1", str(self.primary_port())])
+        _wait(lambda: _client(port).info("replication")["master_link_status"] == "up", 30,
+              "the restarted server replicating the new primary")
 
     def stop(self):
         for proc in self.sentinels:
