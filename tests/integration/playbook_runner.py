@@ -186,6 +186,12 @@ class PlaybookRun:
         return "PlaybookRun(%s)" % self.describe()
 
 
+def _temp_dir(tmp_path):
+    path = os.path.join(tmp_path, "tmp")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
 def run_playbook(tmp_path, plays, inventory=None, extra_vars=None, env=None, check=False,
                  diff=False, forks=None, args=(), timeout=300, name="playbook"):
     """Write ``plays`` to ``tmp_path/<name>.yml`` and run ``ansible-playbook`` on it.
@@ -225,6 +231,8 @@ def run_playbook(tmp_path, plays, inventory=None, extra_vars=None, env=None, che
         "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
         "ANSIBLE_HOST_KEY_CHECKING": "0",
         "PYTHONDONTWRITEBYTECODE": "1",
+        # what a task killed on purpose cannot remove (its unpacked module) stays in the test's dir
+        "TMPDIR": _temp_dir(tmp_path),
     })
     environ.update(env or {})
     began = time.monotonic()
