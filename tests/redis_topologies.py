@@ -122,19 +122,23 @@ class SentinelSetup:
     def server(self, port):
         return next(server for server in self.servers if server.port == port)
 
-    def settled_primary(self):
-        """The primary's port once every Sentinel names it and it serves a replica, else None.
-
-        After a failover (or a primary frozen past the Sentinels' patience) the roles move for a
-        few seconds; a test begins only on a settled setup."""
+    def _agreed_primary(self):
+        """(port, replication info) of the primary every Sentinel names, if it says it is one;
+        else None."""
         ports = {self.primary_port(port) for port in self.sentinel_ports}
         if len(ports) != 1:
             return None
         port = ports.pop()
         replication = _client(port, **self.tls).info("replication")
-        if replication["role"] != "master" or replication["connected_slaves"] < 1:
-            return None
-        return port
+        return (port, replication) if replication["role"] == "master" else None
+
+    def settled_primary(self):
+        """The agreed primary's port once it serves a replica, else None.
+
+        After a failover (or a primary frozen past the Sentinels' patience) the roles move for a
+        few seconds; a test begins only on a settled setup."""
+        agreed = self._agreed_primary()
+        return agreed[0] if agreed and agreed[1]["connected_slaves"] >= 1 else None
 
     def flush(self):
         """Empty the settled primary and wait until its replica has the emptiness too."""
@@ -161,10 +165,8 @@ class SentinelSetup:
     def wait_failover(self, old_port, seconds=30):
         """Wait until every Sentinel names a new primary that accepts writes; return its port."""
         def moved():
-            ports = {self.primary_port(port) for port in self.sentinel_ports}
-            if len(ports) != 1 or old_port in ports:
-                return False
-            return _client(ports.pop()).info("replication")["role"] == "master"
+            agreed = self._agreed_primary()
+            return agreed is not None and agreed[0] != old_port
         _wait(moved, seconds, "the Sentinels' failover")
         return self.primary_port()
 
