@@ -36,11 +36,13 @@ def _port_with_bus():
 
 
 def _wait(predicate, seconds, what):
+    """The predicate's first true answer, asked every 0.1 s for ``seconds``."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
-            if predicate():
-                return
+            answer = predicate()
+            if answer:
+                return answer
         except Exception:  # noqa: BLE001 - the servers are still starting
             pass
         time.sleep(0.1)
@@ -166,9 +168,8 @@ class SentinelSetup:
         """Wait until every Sentinel names a new primary that accepts writes; return its port."""
         def moved():
             agreed = self._agreed_primary()
-            return agreed is not None and agreed[0] != old_port
-        _wait(moved, seconds, "the Sentinels' failover")
-        return self.primary_port()
+            return agreed[0] if agreed and agreed[0] != old_port else None
+        return _wait(moved, seconds, "the Sentinels' failover")
 
     def restart(self, port):
         """Start a killed server again on its port, as a replica of the current primary."""
