@@ -12,6 +12,8 @@ For each fleet, in one run:
   settled - reservations, reserved memory, coverage, VMs per reservation, seconds per cycle;
 * the planner of an earlier commit (``--baseline``, default the last one before packing), the
   same cycles, run from that commit's files in a subprocess (skipped without git history);
+  then this planner's cycles from that planner's settled plan (how far consolidation packs a
+  plan that holds too much, and in how many cycles of at most ``max_changes`` moves);
 * a plain greedy - largest VM first, the most shared reservation it may join, else a new one
   sized to the VM, no limit per hypervisor - one pass (the planner's own greedy strategy);
 * the lower bounds (``_failover/bounds.py``): the failure bound alone (``failure_memory_mb``),
@@ -97,12 +99,15 @@ def _figures(result, seconds):
             "seconds": round(seconds, 3)}
 
 
-def cycles(vm_count, host_count, seed, traits):
-    """This tree's planner, cycle after cycle until one changes nothing: first and settled figures."""
+def cycles(vm_count, host_count, seed, traits, start=(), keep_plan=False):
+    """This tree's planner, cycle after cycle until one changes nothing: first and settled
+    figures. ``start``: the reservations (as dicts) of the first cycle; with ``keep_plan`` the
+    settled reservations are returned too (as dicts, under "plan")."""
     model, reconcile, settings = _imports()
     hypervisors, vms = make_fleet(vm_count, host_count, seed, traits)
     options = settings.FailoverSettings(requirements=dict(REQUIREMENTS))
-    reservations, first, slowest, count = [], None, 0.0, 0
+    reservations = [model.Reservation.from_dict(data) for data in start]
+    first, slowest, count = None, 0.0, 0
     for count in range(1, MAX_CYCLES + 1):
         began = time.perf_counter()
         result = reconcile.run_cycle(hypervisors, vms, reservations, options,
@@ -116,7 +121,10 @@ def cycles(vm_count, host_count, seed, traits):
     settled = _figures(result, slowest)
     settled["cycles"] = count
     settled["settled"] = not result.changed_anything
-    return {"first": first, "settled": settled}
+    out = {"first": first, "settled": settled}
+    if keep_plan:
+        out["plan"] = [res.to_dict() for res in reservations]
+    return out
 
 
 def plain_greedy(vm_count, host_count, seed, traits):
@@ -190,8 +198,10 @@ def measure(fleets, seed, revision, spread_seeds=SPREAD_SEEDS):
                      "ours": cycles(*fleet[:2], seed, fleet[2]),
                      "greedy": plain_greedy(*fleet[:2], seed, fleet[2])})
     today, why = baseline(revision, [list(f) for f in fleets], seed)
-    for row in rows:
+    for row, fleet in zip(rows, fleets):
         row["today"] = today.get(row["fleet"]) if today else None
+        row["packed"] = cycles(*fleet[:2], seed, fleet[2], start=row["today"].pop("plan")) \
+            if row["today"] else None
     others = [other for other in spread_seeds if other != seed]
     result = {"requirements": REQUIREMENTS, "seed": seed, "baseline": revision,
               "baseline_missing": why, "rows": rows, "spread_seeds": others,
@@ -257,6 +267,9 @@ def table(result):
         if row["today"]:
             shown.append(("planner of %s, settled" % result["baseline"], row["today"]["settled"],
                           row["today"]["settled"]["cycles"]))
+            packed = row["packed"]["settled"]
+            shown.append(("this planner from that settled plan, settled%s"
+                          % ("" if packed["settled"] else " (not yet)"), packed, packed["cycles"]))
         for label, figures, count in shown:
             lines.append("| %s | %s | %d | %d | %.2f / %.2f | %.2f | %.4f | %.2f | %s | %.2f |" % (
                 row["fleet"], label, figures["reservations"], figures["reserved_memory_mb"] // 1024,
@@ -298,7 +311,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.worker:  # a planner from another commit's files: its cycles only
         sys.path.insert(0, args.worker)
-        out = {_key(fleet): cycles(*fleet[:2], args.seed, fleet[2])
+        out = {_key(fleet): cycles(*fleet[:2], args.seed, fleet[2], keep_plan=True)
                for fleet in json.loads(args.fleets)}
         with open(args.json, "w") as handle:
             json.dump(out, handle)

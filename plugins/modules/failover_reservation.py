@@ -16,7 +16,8 @@ description:
     that is short its slots, reusing shared reservations first (the smallest that fits, growing one
     where its hypervisor has room before opening a new one) - and stores the result in the state
     store. A cycle that gives no VM a slot packs the plan - moves VMs out of the least used
-    reservations into others and deletes the emptied ones, at most O(max_changes) moves - and
+    reservations into others (a VM holding two slots may move both) and deletes the emptied
+    ones, at most O(max_changes) moves - and
     every cycle shrinks a reservation to the largest VM it serves.
   - The result reports the least capacity any valid plan must hold (C(summary.lower_bound_memory_mb))
     and what the plan holds against it.

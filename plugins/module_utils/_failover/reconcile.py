@@ -27,7 +27,8 @@ Steps, in order:
      ``REPLACED``, and one left empty is deleted as ``Empty``), else the VM keeps what it holds
      plus what the first search found. No VM loses coverage;
   6. when step 5 gave no VM a slot, consolidate: empty the least used reservations into others,
-     at most ``max_changes`` moves (removal reason ``CONSOLIDATED``);
+     at most ``max_changes`` moves (removal reason ``CONSOLIDATED``); a VM holding two slots may
+     move both (see :meth:`_Cycle._move_both`);
   7. shrink reservations larger than the largest VM they serve.
 Each cycle is planned packing, again packing in other orders among VMs of one size when a small
 fleet's plan is built from nothing (see ORDERS), and as the plain greedy, and the cheapest plan
@@ -471,10 +472,15 @@ class _Cycle:
         None. The join questions it asks are also counted in ``pair_checks``: the plain greedy
         asks none of that kind, and its budget leaves them out."""
         before = self.checks
-        options = list(itertools.islice(
-            self._options(vm, needs, index, picker, az, (), new=False), PAIR_OPTIONS))
+        found = self._first_pair(vm, needs, list(itertools.islice(
+            self._options(vm, needs, index, picker, az, (), new=False), PAIR_OPTIONS)), picker)
+        self.pair_checks += self.checks - before
+        return found
+
+    def _first_pair(self, vm, needs, options, picker=None):
+        """The first of ``options``' pairs (placement.slot_pairs) that ``vm`` may take together,
+        or None; the graph and ledger are left as they were."""
         free_of_traits = not needs.required and not needs.forbidden
-        found = None
         for first, second in slot_pairs(options, lambda option: self.work[option[1]].host,
                                         lambda option: self.graph.hosts_at(option[1]),
                                         self._closes_a_triangle,
@@ -484,10 +490,8 @@ class _Cycle:
                 vm, second[1], needs, free_of_traits)
             self._untry(vm, first, picker)
             if allowed:
-                found = [first, second]
-                break
-        self.pair_checks += self.checks - before
-        return found
+                return [first, second]
+        return None
 
     def _closes_a_triangle(self, first, second):
         """True when options ``first`` and ``second`` each serve one VM alone and those two VMs
@@ -652,8 +656,10 @@ class _Cycle:
     def _consolidate(self):
         """Move the VMs of the least used reservations into other reservations they fit in as
         they are, and delete the emptied ones, at most ``max_changes`` moves per cycle, in a
-        cycle that gave no VM a slot (a settled plan). A move gives the VM its new slot before
-        taking the old one, in the same cycle's result."""
+        cycle that gave no VM a slot (a settled plan). A VM holding two slots that has no other
+        place for the one being emptied may move both (:meth:`_move_both`); its other
+        reservation, left empty, is deleted too. A move gives the VM its new slot before taking
+        the old one, in the same cycle's result."""
         if self.result.created or self.result.reused:
             return  # the plan is still growing: consolidate it once a cycle leaves it settled
         budget = self.settings.max_changes
@@ -667,43 +673,75 @@ class _Cycle:
                 continue
             if any(uuid not in self.vms for uuid in members):
                 continue
-            moves = self._plan_emptying(res, members)
+            moves = self._plan_emptying(res, members, budget)
             if moves is None:
                 continue
             budget -= len(moves)
-            for uuid, target in moves:
+            left = set()
+            for uuid, source, target in moves:
                 received.add(target)
-                into = self.work[target]
-                into.allocations[uuid] = res.allocations[uuid]
+                into, out = self.work[target], self.work[source]
+                into.allocations[uuid] = out.allocations.pop(uuid)
                 self._touch(into)
                 self._reindex(target)
-                self.result.removals.append(Removal(res.name, uuid, res.allocations[uuid],
+                self.result.removals.append(Removal(source, uuid, into.allocations[uuid],
                                                     CONSOLIDATED % target))
+                if source != res.name:
+                    left.add(source)
             self.result.moved += len(moves)
-            res.allocations.clear()
             self._delete(res.name, EMPTY, CONSOLIDATED_MESSAGE)
+            for name in sorted(left):
+                if self.work[name].allocations:
+                    self._touch(self.work[name])
+                    self._reindex(name)
+                else:
+                    self._delete(name, EMPTY, CONSOLIDATED_MESSAGE)
 
-    def _plan_emptying(self, res, members):
-        """[(vm uuid, reservation)] moving every member of ``res`` elsewhere, applied to the
-        graph; None (the graph as it was) when one of them has nowhere to go."""
+    def _plan_emptying(self, res, members, budget):
+        """[(vm uuid, from reservation, to reservation)] moving every member of ``res``
+        elsewhere in at most ``budget`` moves, applied to the graph; None (the graph as it was)
+        when one of them has nowhere to go."""
         index = self.zones.get(self.hv[res.host].az) if res.host in self.hv else None
         if index is None:
             return None
         moves = []
         for uuid in members:
             vm = self.vms[uuid]
+            needs = trait_needs(vm.extra_specs)
             self.graph.unlink(uuid, res.name)
-            target = next(self._joinable(vm, trait_needs(vm.extra_specs), index, (res.name,)),
-                          None)
-            if target is None:
-                self.graph.link(uuid, res.name)
-                for moved, into in reversed(moves):
+            target = next(self._joinable(vm, needs, index, (res.name,)), None)
+            self.graph.link(uuid, res.name)
+            found = [(res.name, target)] if target is not None else \
+                self._move_both(vm, res.name, needs, index)
+            if found is None or len(moves) + len(found) > budget:
+                for moved, source, into in reversed(moves):
                     self.graph.unlink(moved, into)
-                    self.graph.link(moved, res.name)
+                    self.graph.link(moved, source)
                 return None
-            self.graph.link(uuid, target)
-            moves.append((uuid, target))
+            for source, into in found:
+                self.graph.unlink(uuid, source)
+                self.graph.link(uuid, into)
+                moves.append((uuid, source, into))
         return moves
+
+    def _move_both(self, vm, name, needs, index):
+        """[(from, to), (from, to)]: ``vm``, holding ``name`` and one other reservation, takes
+        two other existing reservations together instead (placement.slot_pairs, as they are);
+        None when it holds another count or no pair qualifies."""
+        held = sorted(self.graph.reservations_of(vm.uuid))
+        if len(held) != 2:
+            return None
+        for old in held:
+            self.graph.unlink(vm.uuid, old)
+        options = [("share", other) for other in itertools.islice(
+            self._joinable(vm, needs, index, held), PAIR_OPTIONS)]
+        found = self._first_pair(vm, needs, options)
+        for old in held:
+            self.graph.link(vm.uuid, old)
+        if found is None:
+            return None
+        other = held[1] if held[0] == name else held[0]
+        return [(name, found[0][1]), (other, found[1][1])]
 
     def _fit_sizes(self):
         """Shrink reservations larger than the largest VM they serve (all VMs known)."""

@@ -273,6 +273,39 @@ def test_consolidation_moves_a_one_slot_vm_into_a_two_slot_vms_reservation():
         ("s", "o1", "Consolidated: moved to m")]
 
 
+def test_consolidation_moves_both_slots_of_a_two_slot_vm_to_empty_a_reservation():
+    """t (h1) holds X (on h3) alone and Y (on h4) with v (h5; trait T, which only h4 has).
+    u (h5, two cpus) holds P and P2, x (h4, 2 GiB) Q and Q2. Beside Y, t may take no P (u runs
+    on h5 like v: rule 5) and no Q (x runs on h4, Y's host: rule 4), so X cannot be emptied
+    one slot at a time; but t may take P and Q together. No other reservation can be emptied:
+    only P and P2 fit u, only Q and Q2 fit x, and only Y has trait T for v. So t moves both
+    slots, X is deleted and Y keeps v."""
+    hosts = [Hypervisor("h%d" % i, "z", 16, 32 * 1024, frozenset(["T"] if i == 4 else []), 2, 4096)
+             for i in range(1, 9)]
+    vms = [VM("t", "h1", "z", "two.small", 1, 1024),
+           VM("v", "h5", "z", "one.small", 1, 1024, {"trait:T": "required"}),
+           VM("u", "h5", "z", "two.small", 2, 1024), VM("x", "h4", "z", "two.small", 1, 2048)]
+    small, wide, long_ = ({"cpu": 1, "memory_mb": 1024}, {"cpu": 2, "memory_mb": 1024},
+                          {"cpu": 1, "memory_mb": 2048})
+    plan = [Reservation("X", "h3", "z", dict(small), {"t": "h1"}, "c"),
+            Reservation("Y", "h4", "z", dict(small), {"t": "h1", "v": "h5"}, "c"),
+            Reservation("P", "h6", "z", dict(wide), {"u": "h5"}, "c"),
+            Reservation("P2", "h7", "z", dict(wide), {"u": "h5"}, "c"),
+            Reservation("Q", "h2", "z", dict(long_), {"x": "h4"}, "c"),
+            Reservation("Q2", "h8", "z", dict(long_), {"x": "h4"}, "c")]
+    result = run_cycle(hosts, vms, plan, _settings(False), now=NOW)
+    check_result(hosts, vms, result)
+    check_evacuations(hosts, vms, result.reservations)
+    assert {r.name: sorted(r.allocations) for r in result.reservations} == {
+        "P": ["t", "u"], "P2": ["u"], "Q": ["t", "x"], "Q2": ["x"], "Y": ["v"]}
+    assert sorted((r.reservation, r.vm, r.reason) for r in result.removals) == [
+        ("X", "t", "Consolidated: moved to P"), ("Y", "t", "Consolidated: moved to Q")]
+    assert [d.reservation.name for d in result.deleted] == ["X"]
+    assert result.created == [] and result.moved == 2
+    again = run_cycle(hosts, vms, result.reservations, _settings(False), now=NOW + 60, cycle=1)
+    assert not again.changed_anything
+
+
 def _limited_fleet():
     """h1 runs a and b (two slots, 4 GiB), h2 c (two slots, 1 GiB), h3 d and e (one slot,
     1 GiB; e requires trait X, which only h5 has, with room for 2 GiB). h2 to h4 have equal room,
