@@ -12,8 +12,9 @@ For each fleet, in one run:
   settled - reservations, reserved memory, coverage, VMs per reservation, seconds per cycle;
 * the planner of an earlier commit (``--baseline``, default the last one before packing), the
   same cycles, run from that commit's files in a subprocess (skipped without git history);
-  then this planner's cycles from that planner's settled plan (how far consolidation packs a
-  plan that holds too much, and in how many cycles of at most ``max_changes`` moves);
+  then this planner's cycles from that planner's settled plan, at most 40 (how far
+  consolidation and planning again pack a plan that holds too much, and in how many cycles of
+  at most ``max_changes`` moves);
 * a plain greedy - largest VM first, the most shared reservation it may join, else a new one
   sized to the VM, no limit per hypervisor - one pass (the planner's own greedy strategy);
 * the lower bounds (``_failover/bounds.py``): the failure bound alone (``failure_memory_mb``),
@@ -44,6 +45,9 @@ FLEETS = ((1000, 100, False), (5000, 500, False), (10000, 1000, False), (5000, 5
 QUICK_FLEETS = ((1000, 100, False), (5000, 500, True))
 SPREAD_SEEDS = (1, 2, 3, 4, 5)
 MAX_CYCLES = 12
+PACKING_CYCLES = 40
+"""Cycles at most from the baseline's settled plan: consolidation moves at most max_changes
+(500) slots a cycle, so a large plan that holds too much takes more cycles than a new one."""
 TARGET_MEMORY = 1.2
 TARGET_COUNT = 1.5
 TARGET_CYCLE_S = 2.0
@@ -99,16 +103,16 @@ def _figures(result, seconds):
             "seconds": round(seconds, 3)}
 
 
-def cycles(vm_count, host_count, seed, traits, start=(), keep_plan=False):
-    """This tree's planner, cycle after cycle until one changes nothing: first and settled
-    figures. ``start``: the reservations (as dicts) of the first cycle; with ``keep_plan`` the
-    settled reservations are returned too (as dicts, under "plan")."""
+def cycles(vm_count, host_count, seed, traits, start=(), keep_plan=False, most=MAX_CYCLES):
+    """This tree's planner, cycle after cycle until one changes nothing (``most`` at most):
+    first and settled figures. ``start``: the reservations (as dicts) of the first cycle; with
+    ``keep_plan`` the settled reservations are returned too (as dicts, under "plan")."""
     model, reconcile, settings = _imports()
     hypervisors, vms = make_fleet(vm_count, host_count, seed, traits)
     options = settings.FailoverSettings(requirements=dict(REQUIREMENTS))
     reservations = [model.Reservation.from_dict(data) for data in start]
     first, slowest, count = None, 0.0, 0
-    for count in range(1, MAX_CYCLES + 1):
+    for count in range(1, most + 1):
         began = time.perf_counter()
         result = reconcile.run_cycle(hypervisors, vms, reservations, options,
                                      now=1.8e9 + 60 * count, cycle=count - 1)
@@ -200,8 +204,8 @@ def measure(fleets, seed, revision, spread_seeds=SPREAD_SEEDS):
     today, why = baseline(revision, [list(f) for f in fleets], seed)
     for row, fleet in zip(rows, fleets):
         row["today"] = today.get(row["fleet"]) if today else None
-        row["packed"] = cycles(*fleet[:2], seed, fleet[2], start=row["today"].pop("plan")) \
-            if row["today"] else None
+        row["packed"] = cycles(*fleet[:2], seed, fleet[2], start=row["today"].pop("plan"),
+                               most=PACKING_CYCLES) if row["today"] else None
     others = [other for other in spread_seeds if other != seed]
     result = {"requirements": REQUIREMENTS, "seed": seed, "baseline": revision,
               "baseline_missing": why, "rows": rows, "spread_seeds": others,

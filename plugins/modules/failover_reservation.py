@@ -17,8 +17,9 @@ description:
     where its hypervisor has room before opening a new one) - and stores the result in the state
     store. A cycle that gives no VM a slot packs the plan - moves VMs out of the least used
     reservations into others (a VM holding two slots may move both) and deletes the emptied
-    ones, at most O(max_changes) moves - and
-    every cycle shrinks a reservation to the largest VM it serves.
+    ones, at most O(max_changes) moves - and every cycle shrinks a reservation to the largest
+    VM it serves. A cycle that changes no slot then plans a zone's largest VMs again (as many as
+    hold O(max_changes) slots), and keeps that plan when it holds less with no VM short.
   - The result reports the least capacity any valid plan must hold (C(summary.lower_bound_memory_mb))
     and what the plan holds against it.
   - O(state=absent) removes every reservation of O(creator).
@@ -69,7 +70,8 @@ options:
     default: true
   max_changes:
     description:
-      - VMs a cycle may move from one reservation to another to pack the plan (V(0) - none).
+      - Slots a cycle may move from one reservation to another to pack the plan, or plan again
+        (V(0) - none).
       - A move records the VM in its new reservation in the same store write that takes it out
         of the old one, so no VM is ever left with fewer slots; a large plan is packed over a few cycles.
     type: int

@@ -32,7 +32,10 @@ Steps, in order:
   7. shrink reservations larger than the largest VM they serve.
 Each cycle is planned packing, again packing in other orders among VMs of one size when a small
 fleet's plan is built from nothing (see ORDERS), and as the plain greedy, and the cheapest plan
-kept (see :func:`run_cycle`). The same inputs give the same result; ``now`` and ``cycle`` are
+kept (see :func:`run_cycle`). When that plan is settled (it gave no VM a slot, moved none and
+leaves none short), a zone's largest VMs are planned again: taken out of their reservations
+(step 5 then serves them), and the plan kept if it holds less, without a VM short or holding
+fewer slots (see :func:`_repack_batches`). The same inputs give the same result; ``now`` and ``cycle`` are
 inputs for that reason.
 """
 import hashlib
@@ -196,10 +199,16 @@ def run_cycle(hypervisors, vms, reservations, settings, now, cycle=0, running=No
     says, and as the plain greedy (most shared first), and the plan that holds the least
     memory per slot it gives, then leaves fewer slots missing, then holds fewer reservations, is
     kept (the first planned on a tie). The greedy stops early past GREEDY_CHECKS.
+
+    A settled plan is then planned again zone by zone (by name): the zone's largest VMs, as many
+    as hold ``max_changes`` slots, leave their reservations and are served like VMs holding none
+    (packing); the first such plan that holds less memory, leaves no VM short and gives no VM
+    fewer slots is kept. Each VM leaving a reservation is a move (``CONSOLIDATED``), recorded
+    with its new slot in the same result; reservations left empty are deleted.
     """
-    def plan(strategy, order=0, budget=None):
+    def plan(strategy, order=0, budget=None, evict=frozenset()):
         planner = _Cycle(hypervisors, vms, reservations, settings, now, cycle, running or {},
-                         strategy, budget, order)
+                         strategy, budget, order, evict)
         return planner, planner.run()
 
     results, budget = [], None
@@ -217,9 +226,52 @@ def run_cycle(hypervisors, vms, reservations, settings, now, cycle=0, running=No
                 pass
     best = min(results, key=_cost)  # the first planned on a tie
     zones = {hv.name: hv.az for hv in hypervisors}
+    if _settled(best) and settings.max_changes:
+        for batch in _repack_batches(best, vms, zones, settings.max_changes):
+            trial = plan(PACK, evict=batch)[1]
+            if _holds_less(trial, best):
+                best = trial
+                break
     best.lower_bound = lower_bound(vms, settings.requirements,
                                    lambda vm: vm.az or zones.get(vm.host, ""))
     return best
+
+
+def _settled(result):
+    """True when ``result`` gave no VM a slot, moved none and leaves none short."""
+    return not (result.created or result.reused or result.moved
+                or result.summary["slots_missing"])
+
+
+def _repack_batches(result, vms, zones, max_changes):
+    """Per zone (by name), the uuids of its VMs holding slots in ``result``, largest first
+    (then by uuid), as many as hold at most ``max_changes`` slots together: the VMs a settled
+    cycle plans again (see :func:`run_cycle`)."""
+    memory = {vm.uuid: vm.memory_mb or 0 for vm in vms}
+    held = {}
+    for res in result.reservations:
+        zone = zones.get(res.host, res.az)
+        for uuid in res.allocations:
+            held.setdefault(zone, {})
+            held[zone][uuid] = held[zone].get(uuid, 0) + 1
+    for zone in sorted(held):
+        batch, moves = set(), 0
+        for uuid in sorted(held[zone], key=lambda u: (-memory.get(u, 0), u)):
+            if moves + held[zone][uuid] > max_changes:
+                break
+            batch.add(uuid)
+            moves += held[zone][uuid]
+        if batch:
+            yield frozenset(batch)
+
+
+def _holds_less(trial, best):
+    """True when ``trial`` holds less memory than ``best``, leaves no VM short and no VM with
+    fewer slots than ``best`` gives it."""
+    held = {status.uuid: status.held for status in best.vm_status}
+    return not trial.summary["slots_missing"] \
+        and trial.summary["reserved_memory_mb"] < best.summary["reserved_memory_mb"] \
+        and all(status.held >= held.get(status.uuid, 0) for status in trial.vm_status)
 
 
 def _other_orders(planner, reservations):
@@ -239,7 +291,7 @@ def _cost(result):
 
 class _Cycle:
     def __init__(self, hypervisors, vms, reservations, settings, now, cycle, running, strategy,
-                 budget=None, order=0):
+                 budget=None, order=0, evict=frozenset()):
         self.hv = _unique(hypervisors, "name", "hypervisors")
         self.vms = _unique(vms, "uuid", "vms")
         originals = _unique(reservations, "name", "reservations")
@@ -273,6 +325,8 @@ class _Cycle:
         self.pair_checks = 0  # of those, asked by _pair
         self.budget = budget
         self.order = order
+        self.evict = evict
+        self.evicted = {}  # evicted VM -> the reservations it held
 
     def run(self):
         self._drop_stale()
@@ -281,7 +335,9 @@ class _Cycle:
         self._drop_ineligible()
         self._revalidate()
         self._drop_empty()
+        self._evict()
         self._assign()
+        self._settle_evictions()
         self._consolidate()
         self._fit_sizes()
         for uuid, vm_status in self.status.items():
@@ -404,6 +460,41 @@ class _Cycle:
         last = vm.uuid if not self.order else hashlib.sha256(
             ("%d %s" % (self.order, vm.uuid)).encode()).digest()
         return -(vm.memory_mb or 0), -self.multi_on_host.get(vm.host, 0), last
+
+    def _evict(self):
+        """Take the VMs of ``evict`` out of the reservations they hold, to be planned again
+        (see :func:`_repack_batches`). A reservation left empty stays until
+        :meth:`_settle_evictions`, serving no VM requiring two or more slots, so one-slot VMs
+        may take it as it is; those requiring more are planned afresh, without the shape the
+        plan had."""
+        for uuid in sorted(self.evict):
+            names = sorted(self.graph.reservations_of(uuid))
+            if uuid not in self.vms or not names:
+                continue
+            self.evicted[uuid] = [(name, self.work[name].allocations[uuid]) for name in names]
+            for name in names:
+                self.graph.unlink(uuid, name)
+                self.work[name].allocations.pop(uuid)
+
+    def _settle_evictions(self):
+        """Record each evicted VM's move from the reservations it left to those it holds now,
+        and delete the reservations the eviction left empty."""
+        emptied = set()
+        for uuid, former in sorted(self.evicted.items()):
+            now = sorted(self.graph.reservations_of(uuid))
+            targets = [name for name in now if name not in dict(former)]
+            left = [(name, host) for name, host in former if name not in now]
+            for (name, host), target in zip(left, targets + [None] * len(left)):
+                if name not in self.work:
+                    continue
+                self._touch(self.work[name])
+                self.result.removals.append(Removal(
+                    name, uuid, host, CONSOLIDATED % target if target else REPLACED))
+                self.result.moved += 1
+                emptied.add(name)
+        for name in sorted(emptied):
+            if name in self.work and not self.work[name].allocations:
+                self._delete(name, EMPTY, CONSOLIDATED_MESSAGE)
 
     def _zone_indexes(self):
         zones = {}

@@ -306,6 +306,54 @@ def test_consolidation_moves_both_slots_of_a_two_slot_vm_to_empty_a_reservation(
     assert not again.changed_anything
 
 
+def _private_plan():
+    """v0 (h0), v1 and v2 (both h3) require two slots each, every slot a reservation of its own
+    (six of 1 GiB on h0 to h3), and no VM may move a slot or both: settled and packed as far as
+    moves go."""
+    hosts = [Hypervisor("h%d" % i, "z", 64, 64 * 1024, frozenset(), 2 if i in (0, 3) else 0,
+                        2048 if i in (0, 3) else 0) for i in range(4)]
+    vms = [VM("v0", "h0", "z", "two.small", 1, 1024), VM("v1", "h3", "z", "two.small", 1, 1024),
+           VM("v2", "h3", "z", "two.small", 1, 1024)]
+    slots = [("r0", "h2", "v0"), ("r1", "h3", "v0"), ("r2", "h0", "v1"), ("r3", "h1", "v1"),
+             ("r4", "h0", "v2"), ("r5", "h2", "v2")]
+    plan = [Reservation(name, host, "z", {"cpu": 1, "memory_mb": 1024},
+                        {uuid: "h0" if uuid == "v0" else "h3"}, "c") for name, host, uuid in slots]
+    return hosts, vms, plan
+
+
+def test_a_settled_plan_is_planned_again_when_that_holds_less():
+    """v1 and v2 run on h3: their four slots are distinct reservations (rules 2 and 3), and v0
+    holds at most one of them (rule 5), so five is the least any valid plan holds. Planned
+    again from scratch, the zone gets those five; each VM's new slots are recorded with the
+    removal of its old ones in the same result, and the next cycle changes nothing."""
+    hosts, vms, plan = _private_plan()
+    result = run_cycle(hosts, vms, plan, _settings(False), now=NOW)
+    check_result(hosts, vms, result)
+    check_evacuations(hosts, vms, result.reservations)
+    assert len(result.reservations) == 5 and _memory(result.reservations) == 5 * 1024
+    assert sorted(d.reservation.name for d in result.deleted) == ["r%d" % i for i in range(6)]
+    kept = result.reservations_by_name()
+    for removal in result.removals:
+        target = removal.reason[len("Consolidated: moved to "):]
+        assert removal.reason.startswith("Consolidated: moved to ")
+        assert kept[target].allocations[removal.vm] == removal.host
+    assert sorted(r.vm for r in result.removals) == ["v0", "v0", "v1", "v1", "v2", "v2"]
+    assert result.moved == 6
+    again = run_cycle(hosts, vms, result.reservations, _settings(False), now=NOW + 60, cycle=1)
+    assert not again.changed_anything
+
+
+def test_planning_again_keeps_max_changes_and_the_limit_per_hypervisor():
+    """max_changes 0 turns it off. Under the one-new-per-hypervisor limit, the VMs planned
+    again get at most four new reservations (one on each of h0 to h3), and the emptied ones
+    serve no VM requiring two slots, so a VM would stay short: the plan stays as it is."""
+    hosts, vms, plan = _private_plan()
+    for settings_ in (_settings(False, max_changes=0), _settings(True)):
+        result = run_cycle(hosts, vms, plan, settings_, now=NOW)
+        assert not result.changed_anything and result.moved == 0
+        assert sorted(r.name for r in result.reservations) == ["r%d" % i for i in range(6)]
+
+
 def _limited_fleet():
     """h1 runs a and b (two slots, 4 GiB), h2 c (two slots, 1 GiB), h3 d and e (one slot,
     1 GiB; e requires trait X, which only h5 has, with room for 2 GiB). h2 to h4 have equal room,

@@ -152,7 +152,7 @@ def test_same_input_same_plan(fleet):
 
 @settings(**PROFILE)
 @given(fleets())
-def test_second_cycle_takes_no_slot_and_only_packs(fleet):
+def test_second_cycle_keeps_every_slot_and_only_packs(fleet):
     hypervisors, vms, limit = fleet
     first = run_cycle(hypervisors, vms, [], _settings(limit), now=NOW)
     second = run_cycle(hypervisors, vms, first.reservations, _settings(limit), now=NOW + 60, cycle=1)
@@ -173,8 +173,8 @@ def test_second_cycle_takes_no_slot_and_only_packs(fleet):
     assert sum(moved.values()) <= DEFAULT_MAX_CHANGES
     assert all(deletion.reason == EMPTY for deletion in second.deleted)
     assert all(status[uuid].held >= held for uuid, held in held_before.items())
-    if first.summary["coverage_ratio"] == 1.0:
-        assert second.created == [] and second.reused == 0
+    if first.summary["coverage_ratio"] == 1.0:  # packed, or planned again when that holds less
+        assert second.summary["coverage_ratio"] == 1.0
         assert _memory(second.reservations) <= _memory(first.reservations)
     check_evacuations(hypervisors, vms, second.reservations)
 
@@ -186,9 +186,10 @@ def _memory(reservations):
 @settings(**PROFILE)
 @given(fleets())
 def test_repeated_cycles_take_no_slot_from_a_vm_and_settle(fleet):
-    # Every cycle that changes something adds a slot somewhere, so this many cycles must settle.
+    # Every cycle that changes something adds a slot somewhere or packs the plan, holding
+    # less: a slot or a packing per slot required, and one more, settle the fleets drawn here.
     hypervisors, vms, limit = fleet
-    bound = sum(required_count(vm.flavor, REQUIREMENTS) for vm in vms) + 1
+    bound = 2 * sum(required_count(vm.flavor, REQUIREMENTS) for vm in vms) + 1
     reservations, held = [], {}
     for cycle in range(bound):
         result = run_cycle(hypervisors, vms, reservations, _settings(limit), now=NOW + 60 * cycle,
@@ -325,7 +326,7 @@ def test_roomy_fleet_converges_to_full_coverage_and_stays(fleet):
                       now=NOW + 60 * cycles, cycle=cycles)
     while again.changed_anything:  # a settled plan is packed, holding less each time, then stays
         check_result(hypervisors, vms, again)
-        assert again.created == [] and again.reused == 0
+        assert again.summary["coverage_ratio"] == 1.0
         assert _memory(again.reservations) < _memory(result.reservations)
         cycles += 1
         result, again = again, run_cycle(hypervisors, vms, again.reservations, _settings(limit),
