@@ -222,7 +222,7 @@ reservations:
       elements: dict
 summary:
   description:
-    - The cycle in numbers - created, reused, moved (VMs moved by packing), resized (reservations
+    - The cycle in numbers - created, reused, moved (slots moved by packing), resized (reservations
       shrunk to their largest VM), allocations_removed, deleted, acknowledged, reservations,
       vms_requiring, vms_covered, coverage_ratio, slots_missing, vms_processed, vms_deferred,
       reserved_cpu, reserved_memory_mb.

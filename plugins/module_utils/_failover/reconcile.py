@@ -35,8 +35,8 @@ fleet's plan is built from nothing (see ORDERS), and as the plain greedy, and th
 kept (see :func:`run_cycle`). When that plan is settled (it gave no VM a slot, moved none and
 leaves none short), a zone's largest VMs are planned again: taken out of their reservations
 (step 5 then serves them), and the plan kept if it holds less, without a VM short or holding
-fewer slots (see :func:`_repack_batches`). The same inputs give the same result; ``now`` and ``cycle`` are
-inputs for that reason.
+fewer slots (see :func:`_repack_batches`). The same inputs give the same result; ``now`` and
+``cycle`` are inputs for that reason.
 """
 import hashlib
 import itertools
