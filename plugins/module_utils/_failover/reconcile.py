@@ -248,12 +248,11 @@ def _repack_batches(result, vms, zones, max_changes):
     (then by uuid), as many as hold at most ``max_changes`` slots together: the VMs a settled
     cycle plans again (see :func:`run_cycle`)."""
     memory = {vm.uuid: vm.memory_mb or 0 for vm in vms}
-    held = {}
+    held = {}  # zone -> {uuid: slots held}
     for res in result.reservations:
-        zone = zones.get(res.host, res.az)
+        counts = held.setdefault(zones.get(res.host, res.az), {})
         for uuid in res.allocations:
-            held.setdefault(zone, {})
-            held[zone][uuid] = held[zone].get(uuid, 0) + 1
+            counts[uuid] = counts.get(uuid, 0) + 1
     for zone in sorted(held):
         batch, moves = set(), 0
         for uuid in sorted(held[zone], key=lambda u: (-memory.get(u, 0), u)):
@@ -481,8 +480,9 @@ class _Cycle:
         and delete the reservations the eviction left empty."""
         emptied = set()
         for uuid, former in sorted(self.evicted.items()):
-            now = sorted(self.graph.reservations_of(uuid))
-            targets = [name for name in now if name not in dict(former)]
+            now = self.graph.reservations_of(uuid)
+            before = {name for name, _host in former}
+            targets = sorted(now - before)
             left = [(name, host) for name, host in former if name not in now]
             for (name, host), target in zip(left, targets + [None] * len(left)):
                 if name not in self.work:
