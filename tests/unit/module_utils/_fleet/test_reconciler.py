@@ -345,13 +345,16 @@ def test_a_store_that_stops_answering_stops_the_run_after_the_round(tmp_path, ob
     store = open_store("sqlite://%s" % path, timeout=0.3)
     fleet = Fleet(store, observer, "outage", "outage-")
     holder = {}
+    round_two = threading.Barrier(3, timeout=10)  # outage-3 to outage-5, created concurrently
 
-    def lock_at_fourth(name):
-        if name == "outage-3" and "db" not in holder:  # the first VM of round 2
+    def lock_in_round_two(name):
+        # the store locks once all three creates of round 2 are under way (past the guarded
+        # call's own use of the store), so each is created whatever the threads' timing
+        if name in ("outage-3", "outage-4", "outage-5") and round_two.wait() == 0:
             holder["db"] = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
             holder["db"].execute("BEGIN EXCLUSIVE")
 
-    observer.hook_creates = lock_at_fourth
+    observer.hook_creates = lock_in_round_two
     result, run = fleet.run(fleet.entries(9), round_size=3, concurrency=3)
     holder["db"].execute("ROLLBACK")
     holder["db"].close()
