@@ -13,8 +13,9 @@ For each fleet, in one run:
 * the planner of an earlier commit (``--baseline``, default the last one before packing), the
   same cycles, run from that commit's files in a subprocess (skipped without git history);
   then this planner's cycles from that planner's settled plan, at most 40 (how far
-  consolidation and planning again pack a plan that holds too much, and in how many cycles of
-  at most ``max_changes`` moves);
+  consolidation and moving towards the plan built from nothing pack a plan that holds too
+  much, in how many cycles of at most ``max_changes`` moves, and the most it holds on the way),
+  and the same with ``max_changes`` REPACK_CHANGES (a one-time repack);
 * a plain greedy - largest VM first, the most shared reservation it may join, else a new one
   sized to the VM, no limit per hypervisor - one pass (the planner's own greedy strategy);
 * the lower bounds (``_failover/bounds.py``): the failure bound alone (``failure_memory_mb``),
@@ -48,6 +49,9 @@ MAX_CYCLES = 12
 PACKING_CYCLES = 40
 """Cycles at most from the baseline's settled plan: consolidation moves at most max_changes
 (500) slots a cycle, so a large plan that holds too much takes more cycles than a new one."""
+REPACK_CHANGES = 5000
+"""``max_changes`` of a one-time repack from the baseline's settled plan: more than a zone of
+these fleets holds slots (at most about 4,000), so a zone may move in one cycle."""
 TARGET_MEMORY = 1.2
 TARGET_COUNT = 1.5
 TARGET_CYCLE_S = 2.0
@@ -103,15 +107,19 @@ def _figures(result, seconds):
             "seconds": round(seconds, 3)}
 
 
-def cycles(vm_count, host_count, seed, traits, start=(), keep_plan=False, most=MAX_CYCLES):
+def cycles(vm_count, host_count, seed, traits, start=(), keep_plan=False, most=MAX_CYCLES,
+           max_changes=None):
     """This tree's planner, cycle after cycle until one changes nothing (``most`` at most):
     first and settled figures. ``start``: the reservations (as dicts) of the first cycle; with
-    ``keep_plan`` the settled reservations are returned too (as dicts, under "plan")."""
+    ``keep_plan`` the settled reservations are returned too (as dicts, under "plan");
+    ``max_changes``: that setting, when not the default."""
     model, reconcile, settings = _imports()
     hypervisors, vms = make_fleet(vm_count, host_count, seed, traits)
     options = settings.FailoverSettings(requirements=dict(REQUIREMENTS))
+    if max_changes is not None:
+        options.max_changes = max_changes
     reservations = [model.Reservation.from_dict(data) for data in start]
-    first, slowest, count = None, 0.0, 0
+    first, slowest, count, peak = None, 0.0, 0, 0
     for count in range(1, most + 1):
         began = time.perf_counter()
         result = reconcile.run_cycle(hypervisors, vms, reservations, options,
@@ -119,12 +127,14 @@ def cycles(vm_count, host_count, seed, traits, start=(), keep_plan=False, most=M
         seconds = time.perf_counter() - began
         slowest = max(slowest, seconds)
         first = first or _figures(result, seconds)
+        peak = max(peak, result.summary["reserved_memory_mb"])
         reservations = result.reservations
         if not result.changed_anything:
             break
     settled = _figures(result, slowest)
     settled["cycles"] = count
     settled["settled"] = not result.changed_anything
+    settled["peak_memory_mb"] = peak
     out = {"first": first, "settled": settled}
     if keep_plan:
         out["plan"] = [res.to_dict() for res in reservations]
@@ -204,8 +214,11 @@ def measure(fleets, seed, revision, spread_seeds=SPREAD_SEEDS):
     today, why = baseline(revision, [list(f) for f in fleets], seed)
     for row, fleet in zip(rows, fleets):
         row["today"] = today.get(row["fleet"]) if today else None
-        row["packed"] = cycles(*fleet[:2], seed, fleet[2], start=row["today"].pop("plan"),
-                               most=PACKING_CYCLES) if row["today"] else None
+        plan = row["today"].pop("plan") if row["today"] else None
+        row["packed"] = cycles(*fleet[:2], seed, fleet[2], start=plan,
+                               most=PACKING_CYCLES) if plan else None
+        row["repacked"] = cycles(*fleet[:2], seed, fleet[2], start=plan, most=PACKING_CYCLES,
+                                 max_changes=REPACK_CHANGES) if plan else None
     others = [other for other in spread_seeds if other != seed]
     result = {"requirements": REQUIREMENTS, "seed": seed, "baseline": revision,
               "baseline_missing": why, "rows": rows, "spread_seeds": others,
@@ -250,6 +263,11 @@ def _packing_targets(which, plans):
     ]
 
 
+def _gib(memory_mb, bound):
+    return "%d (%.2f)" % (memory_mb // 1024, memory_mb / bound["memory_mb"] if bound["memory_mb"]
+                          else 0.0)
+
+
 def _ratio(figures, bound, key):
     return figures[key] / bound if bound else 0.0
 
@@ -274,6 +292,10 @@ def table(result):
             packed = row["packed"]["settled"]
             shown.append(("this planner from that settled plan, settled%s"
                           % ("" if packed["settled"] else " (not yet)"), packed, packed["cycles"]))
+            repacked = row["repacked"]["settled"]
+            shown.append(("the same with max_changes %d, settled%s" % (
+                REPACK_CHANGES, "" if repacked["settled"] else " (not yet)"), repacked,
+                repacked["cycles"]))
         for label, figures, count in shown:
             lines.append("| %s | %s | %d | %d | %.2f / %.2f | %.2f | %.4f | %.2f | %s | %.2f |" % (
                 row["fleet"], label, figures["reservations"], figures["reserved_memory_mb"] // 1024,
@@ -282,6 +304,24 @@ def table(result):
                 _ratio(figures, bound["failure_memory_mb"], "reserved_memory_mb"),
                 figures["coverage_ratio"], figures["vms_per_reservation"], count,
                 figures["seconds"]))
+    moved = [row for row in result["rows"] if row["today"]]
+    if moved:
+        lines += ["", "From the settled plan of the planner of %s, this planner's cycles: reserved "
+                  "memory at the start, the most after any cycle on the way (a zone moving "
+                  "towards the plan built from nothing holds both meanwhile), and settled, in GiB "
+                  "(x the lower bound):" % result["baseline"], "",
+                  "| fleet | max_changes | start | most on the way | settled | cycles |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for row in moved:
+            start = row["today"]["settled"]["reserved_memory_mb"]
+            for changes, packed in ((_imports()[2].DEFAULT_MAX_CHANGES, row["packed"]),
+                                    (REPACK_CHANGES, row["repacked"])):
+                figures = packed["settled"]
+                lines.append("| %s | %d | %s | %s | %s | %d%s |" % (
+                    row["fleet"], changes, _gib(start, row["bound"]),
+                    _gib(figures["peak_memory_mb"], row["bound"]),
+                    _gib(figures["reserved_memory_mb"], row["bound"]), figures["cycles"],
+                    "" if figures["settled"] else " (not yet)"))
     if result["spread_seeds"]:
         seeds = ", ".join(map(str, result["spread_seeds"]))
         lines += ["", "This planner's settled plan on the same fleets drawn with seeds %s "

@@ -670,7 +670,7 @@ def _in_process_row(name, marginal, amortised, limit, note):
     if passed and not amortised_passed:
         measured += " (amortised MISSES)"
     return {"name": name, "target": "<= %g (%s)" % (limit, note), "measured": measured,
-            "passed": passed, "marginal": round(marginal, 3), "amortised": round(amortised, 3),
+            "passed": passed, "marginal": marginal, "amortised": amortised,
             "amortised_passed": amortised_passed}
 
 

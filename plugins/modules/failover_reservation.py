@@ -18,8 +18,10 @@ description:
     store. A cycle that gives no VM a slot packs the plan - moves VMs out of the least used
     reservations into others (a VM holding two slots may move both) and deletes the emptied
     ones, at most O(max_changes) moves - and every cycle shrinks a reservation to the largest
-    VM it serves. A cycle that changes no slot then plans a zone's largest VMs again (as many as
-    hold O(max_changes) slots), and keeps that plan when it holds less with no VM short.
+    VM it serves. In such a cycle, a zone whose plan built from nothing would hold at least 10%
+    less memory moves towards that plan, VM by VM with all its slots, within the same
+    O(max_changes) and the one-new-per-hypervisor limit, where its hypervisors have room; the
+    zone holds more on the way, for a few cycles.
   - The result reports the least capacity any valid plan must hold (C(summary.lower_bound_memory_mb))
     and what the plan holds against it.
   - O(state=absent) removes every reservation of O(creator).
@@ -70,8 +72,8 @@ options:
     default: true
   max_changes:
     description:
-      - Slots a cycle may move from one reservation to another to pack the plan, or plan again
-        (V(0) - none).
+      - Slots a cycle may move from one reservation to another to pack the plan, or to move it
+        towards the plan built from nothing (V(0) - none).
       - A move records the VM in its new reservation in the same store write that takes it out
         of the old one, so no VM is ever left with fewer slots; a large plan is packed over a few cycles.
     type: int

@@ -276,6 +276,13 @@ class NameAllocator:
     def __init__(self, taken: Iterable[str] = ()):
         self._taken = set(taken)
 
+    def claim(self, name: str) -> bool:
+        """Take ``name`` when no reservation has it; False when one does."""
+        if name in self._taken:
+            return False
+        self._taken.add(name)
+        return True
+
     def new_name(self, az: str, seed: str) -> str:
         prefix = "failover-%s-" % sanitize_az_for_name(az)
         attempt = 0

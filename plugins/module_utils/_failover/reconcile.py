@@ -28,15 +28,14 @@ Steps, in order:
      plus what the first search found. No VM loses coverage;
   6. when step 5 gave no VM a slot, consolidate: empty the least used reservations into others,
      at most ``max_changes`` moves (removal reason ``CONSOLIDATED``); a VM holding two slots may
-     move both (see :meth:`_Cycle._move_both`);
+     move both (see :meth:`_Cycle._move_both`). A zone whose plan built from nothing holds
+     MIGRATION_GAIN less is moved towards that plan instead (see :meth:`_Cycle._migrate` and
+     migration);
   7. shrink reservations larger than the largest VM they serve.
 Each cycle is planned packing, again packing in other orders among VMs of one size when a small
 fleet's plan is built from nothing (see ORDERS), and as the plain greedy, and the cheapest plan
-kept (see :func:`run_cycle`). When that plan is settled (it gave no VM a slot, moved none and
-leaves none short), a zone's largest VMs are planned again: taken out of their reservations
-(step 5 then serves them), and the plan kept if it holds less, without a VM short or holding
-fewer slots (see :func:`_repack_batches`). The same inputs give the same result; ``now`` and
-``cycle`` are inputs for that reason.
+kept (see :func:`run_cycle`). The same inputs give the same result; ``now`` and ``cycle`` are
+inputs for that reason.
 """
 import hashlib
 import itertools
@@ -49,6 +48,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.constrain
 from ansible_collections.resilient.virt.plugins.module_utils._failover.model import (
     CycleResult, Deletion, NameAllocator, Removal, Reservation, VMStatus, reservation_size,
     resource_error, vm_fits)
+from ansible_collections.resilient.virt.plugins.module_utils._failover.migration import progress
 from ansible_collections.resilient.virt.plugins.module_utils._failover.placement import (
     BRANCH_LIMIT, PAIR_OPTIONS, CapacityLedger, HostPicker, Need, ZoneIndex, search_slots,
     select_window, slot_pairs)
@@ -171,6 +171,12 @@ seed tried and each packing costs a cycle's time (make bench). A cycle on an exi
 in the first order only, as a reference case expects (conformance: "5 hosts with existing
 reservations", at least 4 reservations where another order finds 3)."""
 
+MIGRATION_GAIN = 0.10
+"""A zone is moved towards the plan built from nothing only when that plan holds at least 10 %
+less memory than the zone holds: moving churns reservations, and the zone holds more on the way.
+At 5 %, settled plans this planner built from nothing moved too, on some benchmark seeds, for a
+little less memory in the end and far more on the way."""
+
 
 class _OverBudget(Exception):
     """A strategy asked more join questions than its budget allows."""
@@ -200,21 +206,39 @@ def run_cycle(hypervisors, vms, reservations, settings, now, cycle=0, running=No
     memory per slot it gives, then leaves fewer slots missing, then holds fewer reservations, is
     kept (the first planned on a tie). The greedy stops early past GREEDY_CHECKS.
 
-    A settled plan is then planned again zone by zone (by name): the zone's largest VMs, as many
-    as hold ``max_changes`` slots, leave their reservations and are served like VMs holding none
-    (packing); the first such plan that holds less memory, leaves no VM short and gives no VM
-    fewer slots is kept. Each VM leaving a reservation is a move (``CONSOLIDATED``), recorded
-    with its new slot in the same result; reservations left empty are deleted.
+    When that plan gave no VM a slot and leaves none short (with ``max_changes`` > 0 and every
+    VM processed each cycle), the plan one cycle builds for the fleet from nothing (without the
+    limit per hypervisor) is the target: the cycle is planned packing again, and in each zone
+    whose target holds MIGRATION_GAIN less it moves VMs towards the target rather than
+    consolidating (:meth:`_Cycle._migrate`); that plan is kept when a zone moves.
     """
-    def plan(strategy, order=0, budget=None, evict=frozenset()):
+    def plan(strategy, order=0, budget=None, target=None):
         planner = _Cycle(hypervisors, vms, reservations, settings, now, cycle, running or {},
-                         strategy, budget, order, evict)
+                         strategy, budget, order, target)
         return planner, planner.run()
 
+    target = None
+    if settings.max_changes and not settings.max_vms_to_process:
+        def target():
+            return _new_plan(hypervisors, vms, settings, now, running)
+    best = _cheapest(plan, reservations, target)
+    zones = {hv.name: hv.az for hv in hypervisors}
+    best.lower_bound = lower_bound(vms, settings.requirements,
+                                   lambda vm: vm.az or zones.get(vm.host, ""))
+    return best
+
+
+def _cheapest(plan, reservations, target=None):
+    """The plan of least :func:`_cost` among packing (given ``target``, see :class:`_Cycle`),
+    packing in other orders (see ORDERS) and the plain greedy; ``plan(strategy, order=,
+    budget=, target=)`` gives (planner, result). When packing gives no VM a slot and leaves
+    none short, every strategy plans the same, and packing's plan is kept alone."""
     results, budget = [], None
     for strategy in STRATEGIES:
         if strategy == PACK:
-            planner, result = plan(PACK)
+            planner, result = plan(PACK, target=target)
+            if planner.settled:
+                return result
             budget = max(GREEDY_CHECKS[0] * (planner.checks - planner.pair_checks),
                          GREEDY_CHECKS[1])
             results += [result] + [plan(PACK, order)[1] for order
@@ -224,53 +248,20 @@ def run_cycle(hypervisors, vms, reservations, settings, now, cycle=0, running=No
                 results.append(plan(strategy, budget=budget)[1])
             except _OverBudget:
                 pass
-    best = min(results, key=_cost)  # the first planned on a tie
-    zones = {hv.name: hv.az for hv in hypervisors}
-    if _settled(best) and settings.max_changes:
-        for batch in _repack_batches(best, vms, zones, settings.max_changes):
-            trial = plan(PACK, evict=batch)[1]
-            if _holds_less(trial, best):
-                best = trial
-                break
-    best.lower_bound = lower_bound(vms, settings.requirements,
-                                   lambda vm: vm.az or zones.get(vm.host, ""))
-    return best
+    return min(results, key=_cost)  # the first planned on a tie
 
 
-def _settled(result):
-    """True when ``result`` gave no VM a slot, moved none and leaves none short."""
-    return not (result.created or result.reused or result.moved
-                or result.summary["slots_missing"])
+def _new_plan(hypervisors, vms, settings, now, running):
+    """The plan one cycle builds for the fleet from nothing, every VM at once and without the
+    limit per hypervisor: the target a plan is moved towards (see migration)."""
+    free = replace(settings, limit_one_new_per_hypervisor=False, max_vms_to_process=0)
 
+    def plan(strategy, order=0, budget=None, target=None):
+        planner = _Cycle(hypervisors, vms, [], free, now, 0, running or {}, strategy, budget,
+                         order)
+        return planner, planner.run()
 
-def _repack_batches(result, vms, zones, max_changes):
-    """Per zone (by name), the uuids of its VMs holding slots in ``result``, largest first
-    (then by uuid), as many as hold at most ``max_changes`` slots together: the VMs a settled
-    cycle plans again (see :func:`run_cycle`)."""
-    memory = {vm.uuid: vm.memory_mb or 0 for vm in vms}
-    held = {}  # zone -> {uuid: slots held}
-    for res in result.reservations:
-        counts = held.setdefault(zones.get(res.host, res.az), {})
-        for uuid in res.allocations:
-            counts[uuid] = counts.get(uuid, 0) + 1
-    for zone in sorted(held):
-        batch, moves = set(), 0
-        for uuid in sorted(held[zone], key=lambda u: (-memory.get(u, 0), u)):
-            if moves + held[zone][uuid] > max_changes:
-                break
-            batch.add(uuid)
-            moves += held[zone][uuid]
-        if batch:
-            yield frozenset(batch)
-
-
-def _holds_less(trial, best):
-    """True when ``trial`` holds less memory than ``best``, leaves no VM short and no VM with
-    fewer slots than ``best`` gives it."""
-    held = {status.uuid: status.held for status in best.vm_status}
-    return not trial.summary["slots_missing"] \
-        and trial.summary["reserved_memory_mb"] < best.summary["reserved_memory_mb"] \
-        and all(status.held >= held.get(status.uuid, 0) for status in trial.vm_status)
+    return _cheapest(plan, [])
 
 
 def _other_orders(planner, reservations):
@@ -290,7 +281,7 @@ def _cost(result):
 
 class _Cycle:
     def __init__(self, hypervisors, vms, reservations, settings, now, cycle, running, strategy,
-                 budget=None, order=0, evict=frozenset()):
+                 budget=None, order=0, target=None):
         self.hv = _unique(hypervisors, "name", "hypervisors")
         self.vms = _unique(vms, "uuid", "vms")
         originals = _unique(reservations, "name", "reservations")
@@ -324,8 +315,11 @@ class _Cycle:
         self.pair_checks = 0  # of those, asked by _pair
         self.budget = budget
         self.order = order
-        self.evict = evict
-        self.evicted = {}  # evicted VM -> the reservations it held
+        self.target = target  # () -> the plan to move towards, built when needed (see migration)
+        self.target_plan = None  # its result, once built
+        self.settled = False  # step 5 gave no VM a slot and left none short
+        self.migrating = set()  # zones moving towards the target this cycle
+        self.protected = set()  # reservations realizing the target: consolidation leaves them
 
     def run(self):
         self._drop_stale()
@@ -334,9 +328,10 @@ class _Cycle:
         self._drop_ineligible()
         self._revalidate()
         self._drop_empty()
-        self._evict()
         self._assign()
-        self._settle_evictions()
+        self.settled = not (self.result.created or self.result.reused) and all(
+            len(self.graph.reservations_of(uuid)) >= status.required
+            for uuid, status in self.status.items())
         self._consolidate()
         self._fit_sizes()
         for uuid, vm_status in self.status.items():
@@ -459,42 +454,6 @@ class _Cycle:
         last = vm.uuid if not self.order else hashlib.sha256(
             ("%d %s" % (self.order, vm.uuid)).encode()).digest()
         return -(vm.memory_mb or 0), -self.multi_on_host.get(vm.host, 0), last
-
-    def _evict(self):
-        """Take the VMs of ``evict`` out of the reservations they hold, to be planned again
-        (see :func:`_repack_batches`). A reservation left empty stays until
-        :meth:`_settle_evictions`, serving no VM requiring two or more slots, so one-slot VMs
-        may take it as it is; those requiring more are planned afresh, without the shape the
-        plan had."""
-        for uuid in sorted(self.evict):
-            names = sorted(self.graph.reservations_of(uuid))
-            if uuid not in self.vms or not names:
-                continue
-            self.evicted[uuid] = [(name, self.work[name].allocations[uuid]) for name in names]
-            for name in names:
-                self.graph.unlink(uuid, name)
-                self.work[name].allocations.pop(uuid)
-
-    def _settle_evictions(self):
-        """Record each evicted VM's move from the reservations it left to those it holds now,
-        and delete the reservations the eviction left empty."""
-        emptied = set()
-        for uuid, former in sorted(self.evicted.items()):
-            now = self.graph.reservations_of(uuid)
-            before = {name for name, _host in former}
-            targets = sorted(now - before)
-            left = [(name, host) for name, host in former if name not in now]
-            for (name, host), target in zip(left, targets + [None] * len(left)):
-                if name not in self.work:
-                    continue
-                self._touch(self.work[name])
-                self.result.removals.append(Removal(
-                    name, uuid, host, CONSOLIDATED % target if target else REPLACED))
-                self.result.moved += 1
-                emptied.add(name)
-        for name in sorted(emptied):
-            if name in self.work and not self.work[name].allocations:
-                self._delete(name, EMPTY, CONSOLIDATED_MESSAGE)
 
     def _zone_indexes(self):
         zones = {}
@@ -726,18 +685,21 @@ class _Cycle:
             self.ledger.give_back(target, vm.vcpus, vm.memory_mb)
             picker.unused(target)
 
-    def _create(self, vm, az, host):
-        name = self.names.new_name(az, "%s/%s" % (vm.uuid, host))
+    def _create(self, vm, az, host, resources=None, name=None):
+        """A new reservation on ``host`` for ``vm``, of its size unless ``resources`` say,
+        named ``name`` (already claimed) or a new name."""
+        name = name or self.names.new_name(az, "%s/%s" % (vm.uuid, host))
+        resources = resources or {"cpu": vm.vcpus, "memory_mb": vm.memory_mb}
         res = Reservation(
-            name=name, host=host, az=az, resources={"cpu": vm.vcpus, "memory_mb": vm.memory_mb},
+            name=name, host=host, az=az, resources=resources,
             allocations={vm.uuid: vm.host}, creator=self.settings.creator,
             last_changed=self.stamp, acknowledged_at=None,
             conditions=[make_condition(READY, True, ACTIVE_REASON, ACTIVE_MESSAGE, now=self.now)])
         self.work[name] = res
         self.graph.add_reservation(name, host)
         self.graph.link(vm.uuid, name)
-        self.ledger.take(host, vm.vcpus, vm.memory_mb)
-        self.zones.setdefault(az, ZoneIndex()).add(name, vm.memory_mb, 1)
+        self.ledger.take(host, *reservation_size(resources))
+        self.zones.setdefault(az, ZoneIndex()).add(name, reservation_size(resources)[1], 1)
         self.serves_multi[name] = self.multi[vm.uuid]
         self.result.created.append(name)
         return name
@@ -750,17 +712,25 @@ class _Cycle:
         cycle that gave no VM a slot (a settled plan). A VM holding two slots that has no other
         place for the one being emptied may move both (:meth:`_move_both`); its other
         reservation, left empty, is deleted too. A move gives the VM its new slot before taking
-        the old one, in the same cycle's result."""
+        the old one, in the same cycle's result.
+
+        With a target, the zones moving towards it (see :meth:`_moving_zones`) first move VMs
+        towards it (:meth:`_migrate`), then the reservations realizing none of it are
+        consolidated with the rest of the budget; those realizing it are left as they are."""
         if self.result.created or self.result.reused:
             return  # the plan is still growing: consolidate it once a cycle leaves it settled
         budget = self.settings.max_changes
+        moving = self._moving_zones() if self.target is not None and self.settled else {}
+        self.migrating = set(moving)
+        self.protected = {name for _target, state in moving.values()
+                          for name in state.realized.values()}
         order = sorted(self.work.values(), key=lambda r: (
             len(r.allocations), reservation_size(r.resources)[1], r.name))
         received = set()  # a reservation that took VMs this cycle is not emptied in it
         for res in order:
             members = sorted(res.allocations)
             if res.name not in self.work or res.name in received or not members or \
-                    len(members) > budget:
+                    len(members) > budget or res.name in self.protected:
                 continue
             if any(uuid not in self.vms for uuid in members):
                 continue
@@ -787,6 +757,147 @@ class _Cycle:
                     self._reindex(name)
                 else:
                     self._delete(name, EMPTY, CONSOLIDATED_MESSAGE)
+        if moving:
+            created_on = set()
+            for az, (target, state) in sorted(self._moving_zones().items()):
+                if az in moving:  # still moving once consolidated
+                    budget = self._migrate(az, target, state, budget, created_on)
+
+    def _zone_of(self, res):
+        hv = self.hv.get(res.host)
+        return hv.az if hv is not None else None
+
+    # -- migration: move a zone whose new plan holds less towards it (see migration).
+
+    def _moving_zones(self):
+        """{zone: (target reservations, migration.Progress)} of the zones that move towards
+        the target: it holds MIGRATION_GAIN less memory than the zone (once step 7 has shrunk
+        its reservations) and some VM has not moved yet. The target fits on the hypervisors as
+        they are without the zone's reservations, so each target reservation finds room once
+        the reservations realizing none are given back; until then a VM may wait."""
+        if self.target_plan is None:
+            self.target_plan = self.target()
+        plan = self.target_plan
+        if plan.summary["slots_missing"]:
+            return {}
+        targets, current = {}, {}
+        for res in plan.reservations:
+            targets.setdefault(res.az, []).append(res)
+        for res in self.work.values():
+            current.setdefault(self._zone_of(res), []).append(res)
+        memory = {uuid: vm.memory_mb or 0 for uuid, vm in self.vms.items()}
+        moving = {}
+        for az in sorted(targets):
+            target, now = targets[az], current.get(az, [])
+            if _memory(target) > (1 - MIGRATION_GAIN) * self._fitted_memory(now):
+                continue
+            state = progress(target, now, memory)
+            if state.pending:
+                moving[az] = (target, state)
+        return moving
+
+    def _migrate(self, az, target, state, budget, created_on):
+        """Move the VMs of zone ``az`` that have not moved towards ``target`` (``state``: its
+        migration.Progress): largest first, a VM at a time with all its slots, at most
+        ``budget`` moves; the rest of the budget is returned. A VM that cannot move now (its
+        slots would break the one-new-per-hypervisor limit, its hypervisor lacks room until
+        other VMs have moved, or the rest of the budget is too small) waits."""
+        by_name = {res.name: res for res in target}
+        for uuid in state.pending:
+            slots = [by_name[name] for name in state.targets[uuid]]
+            kept = {state.realized.get(res.name) for res in slots}
+            held = sorted(self.graph.reservations_of(uuid))
+            leave = [name for name in held if name not in kept]
+            if uuid in self.vms and 0 < len(leave) <= budget and self._move_to_target(
+                    self.vms[uuid], az, leave,
+                    [res for res in slots if state.realized.get(res.name) not in held],
+                    state.realized, created_on):
+                budget -= len(leave)
+        return budget
+
+    def _fitted_memory(self, reservations):
+        """Memory ``reservations`` hold once step 7 has shrunk each to the largest VM it serves."""
+        total = 0
+        for res in reservations:
+            held = reservation_size(res.resources)[1]
+            if all(uuid in self.vms for uuid in res.allocations):
+                held = min(held, max((self.vms[uuid].memory_mb or 0 for uuid in res.allocations),
+                                     default=held))
+            total += held
+        return total
+
+    def _has_room(self, host, need):
+        free = self.ledger.free(host)
+        return free is not None and need[0] <= free[0] and need[1] <= free[1]
+
+    def _move_to_target(self, vm, az, held, slots, realized, created_on):
+        """Move ``vm`` out of ``held`` into the reservations realizing ``slots`` (its target
+        reservations it holds no realization of), creating those not realized yet; it keeps the
+        realizations it holds. False (nothing changed) when a slot's
+        hypervisor already got a new reservation this cycle (with the limit) or lacks room, or
+        when the VM may not take the slots together (rules 1-5)."""
+        limit = self.settings.limit_one_new_per_hypervisor
+        for res in slots:
+            name = realized.get(res.name)
+            if name is None:
+                if (limit and res.host in created_on) or \
+                        not self._has_room(res.host, reservation_size(res.resources)):
+                    return False
+            elif not self._has_room(res.host, _growth(self.work[name], vm)):
+                return False
+        for name in held:
+            self.graph.unlink(vm.uuid, name)
+        tried = []
+        for res in slots:
+            name = realized.get(res.name)
+            if name is None:
+                name = ("target", res.name)
+                allowed = self.graph.new_slot_allowed(vm.uuid, res.host)
+                if allowed:
+                    self.graph.add_reservation(name, res.host)
+            else:
+                allowed = self.graph.can_join(vm.uuid, name)
+            if not allowed:
+                break
+            self.graph.link(vm.uuid, name)
+            tried.append(name)
+        for name in reversed(tried):
+            self.graph.unlink(vm.uuid, name)
+            if isinstance(name, tuple):
+                self.graph.remove_reservation(name)
+        if len(tried) < len(slots):
+            for name in held:
+                self.graph.link(vm.uuid, name)
+            return False
+        into = []
+        for res in slots:
+            name = realized.get(res.name)
+            if name is None:
+                name = res.name if self.names.claim(res.name) else None
+                name = self._create(vm, az, res.host, dict(res.resources), name)
+                realized[res.name] = name
+                created_on.add(res.host)
+            else:
+                reservation = self.work[name]
+                self._grow(reservation, vm)
+                reservation.allocations[vm.uuid] = vm.host
+                self.graph.link(vm.uuid, name)
+                self.serves_multi[name] = self.serves_multi.get(name) or self.multi[vm.uuid]
+                self._reindex(name)
+                self._touch(reservation)
+            into.append(name)
+        for name, target in zip(held, into + [None] * len(held)):
+            res = self.work[name]
+            host = res.allocations.pop(vm.uuid)
+            self.result.removals.append(Removal(
+                name, vm.uuid, host, CONSOLIDATED % target if target else REPLACED))
+            self.result.moved += 1
+            if res.allocations:
+                self._touch(res)
+                self._reindex(name)
+            else:
+                self._delete(name, EMPTY, CONSOLIDATED_MESSAGE)
+        return True
 
     def _plan_emptying(self, res, members, budget):
         """[(vm uuid, from reservation, to reservation)] moving every member of ``res``
@@ -800,7 +911,7 @@ class _Cycle:
             vm = self.vms[uuid]
             needs = trait_needs(vm.extra_specs)
             self.graph.unlink(uuid, res.name)
-            target = next(self._joinable(vm, needs, index, (res.name,)), None)
+            target = next(self._joinable(vm, needs, index, self.protected | {res.name}), None)
             self.graph.link(uuid, res.name)
             found = [(res.name, target)] if target is not None else \
                 self._move_both(vm, res.name, needs, index)
@@ -825,7 +936,7 @@ class _Cycle:
         for old in held:
             self.graph.unlink(vm.uuid, old)
         options = [("share", other) for other in itertools.islice(
-            self._joinable(vm, needs, index, held), PAIR_OPTIONS)]
+            self._joinable(vm, needs, index, self.protected.union(held)), PAIR_OPTIONS)]
         found = self._first_pair(vm, needs, options)
         for old in held:
             self.graph.link(vm.uuid, old)
@@ -850,6 +961,10 @@ class _Cycle:
             res.resources["cpu"], res.resources["memory_mb"] = cpu, mem
             self._touch(res)
             self.result.resized += 1
+
+
+def _memory(reservations):
+    return sum(reservation_size(res.resources)[1] for res in reservations)
 
 
 def _growth(res, vm):

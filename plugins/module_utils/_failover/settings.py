@@ -19,7 +19,8 @@ class FailoverSettings:
     """``requirements``: flavor pattern -> slots; ``max_vms_to_process`` <= 0: all VMs;
     ``revalidation_interval``: seconds between checks of an acknowledged reservation;
     ``limit_one_new_per_hypervisor``: at most one new reservation per hypervisor per cycle;
-    ``max_changes``: VMs a cycle may move between reservations to consolidate the plan (0: none)."""
+    ``max_changes``: slots a cycle may move between reservations to consolidate the plan or
+    move it towards the plan built from nothing (0: none)."""
 
     requirements: dict[str, int] = field(default_factory=dict)
     max_vms_to_process: int = 0
