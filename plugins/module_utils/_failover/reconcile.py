@@ -29,7 +29,7 @@ Steps, in order:
   6. when step 5 gave no VM a slot, consolidate: empty the least used reservations into others,
      at most ``max_changes`` moves (removal reason ``CONSOLIDATED``); a VM holding two slots may
      move both (see :meth:`_Cycle._move_both`). A zone whose plan built from nothing holds
-     MIGRATION_GAIN less is moved towards that plan instead (see :meth:`_Cycle._migrate` and
+     MIGRATION_GAIN less also moves towards that plan (see :meth:`_Cycle._consolidate` and
      migration);
   7. shrink reservations larger than the largest VM they serve.
 Each cycle is planned packing, again packing in other orders among VMs of one size when a small
@@ -204,13 +204,13 @@ def run_cycle(hypervisors, vms, reservations, settings, now, cycle=0, running=No
     The cycle is planned packing (best fit, growth), again packing in other orders as ORDERS
     says, and as the plain greedy (most shared first), and the plan that holds the least
     memory per slot it gives, then leaves fewer slots missing, then holds fewer reservations, is
-    kept (the first planned on a tie). The greedy stops early past GREEDY_CHECKS.
+    kept (the first planned on a tie). The greedy stops early past GREEDY_CHECKS. When packing
+    gives no VM a slot and leaves none short, the others would plan the same and are not run.
 
-    When that plan gave no VM a slot and leaves none short (with ``max_changes`` > 0 and every
-    VM processed each cycle), the plan one cycle builds for the fleet from nothing (without the
-    limit per hypervisor) is the target: the cycle is planned packing again, and in each zone
-    whose target holds MIGRATION_GAIN less it moves VMs towards the target rather than
-    consolidating (:meth:`_Cycle._migrate`); that plan is kept when a zone moves.
+    In such a cycle (with ``max_changes`` > 0 and every VM processed each cycle), the plan one
+    cycle builds for the fleet from nothing, without the limit per hypervisor, is built as a
+    target, and each zone where it holds MIGRATION_GAIN less moves towards it
+    (:meth:`_Cycle._consolidate`, :meth:`_Cycle._migrate`).
     """
     def plan(strategy, order=0, budget=None, target=None):
         planner = _Cycle(hypervisors, vms, reservations, settings, now, cycle, running or {},
@@ -714,9 +714,9 @@ class _Cycle:
         reservation, left empty, is deleted too. A move gives the VM its new slot before taking
         the old one, in the same cycle's result.
 
-        With a target, the zones moving towards it (see :meth:`_moving_zones`) first move VMs
-        towards it (:meth:`_migrate`), then the reservations realizing none of it are
-        consolidated with the rest of the budget; those realizing it are left as they are."""
+        With a target, the reservations realizing it in the zones moving towards it (see
+        :meth:`_moving_zones`) are left as they are; then each zone still moving once
+        consolidated moves VMs towards it (:meth:`_migrate`) with the rest of the budget."""
         if self.result.created or self.result.reused:
             return  # the plan is still growing: consolidate it once a cycle leaves it settled
         budget = self.settings.max_changes
