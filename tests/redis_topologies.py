@@ -164,7 +164,7 @@ class SentinelSetup:
         server.proc.wait()
         return port
 
-    def wait_failover(self, old_port, seconds=30):
+    def wait_failover(self, old_port, seconds=60):
         """Wait until every Sentinel names a new primary that accepts writes; return its port."""
         def moved():
             agreed = self._agreed_primary()
@@ -172,12 +172,15 @@ class SentinelSetup:
         return _wait(moved, seconds, "the Sentinels' failover")
 
     def restart(self, port):
-        """Start a killed server again on its port, as a replica of the current primary."""
+        """Start a killed server again on its port, as a replica of the primary the Sentinels
+        agree on once they have replaced it (a loaded machine may take them more than one
+        failover attempt, each 5 s apart)."""
+        primary = self.wait_failover(port)
         index = self.servers.index(self.server(port))
         self.servers[index].stop()
         self.servers[index] = RedisServer(port=port, extra_args=[
-            "--masterauth", REDIS_PASSWORD, "--replicaof", "127.0.0.1", str(self.primary_port())])
-        _wait(lambda: _client(port).info("replication")["master_link_status"] == "up", 30,
+            "--masterauth", REDIS_PASSWORD, "--replicaof", "127.0.0.1", str(primary)])
+        _wait(lambda: _client(port).info("replication")["master_link_status"] == "up", 60,
               "the restarted server replicating the new primary")
 
     def stop(self):
