@@ -318,7 +318,6 @@ class _Cycle:
         self.target = target  # () -> the plan to move towards, built when needed (see migration)
         self.target_plan = None  # its result, once built
         self.settled = False  # step 5 gave no VM a slot and left none short
-        self.migrating = set()  # zones moving towards the target this cycle
         self.protected = set()  # reservations realizing the target: consolidation leaves them
 
     def run(self):
@@ -500,15 +499,19 @@ class _Cycle:
                 self._create(vm, az, target)
                 picker.used(target)
                 continue
-            res = self.work[target]
-            if kind == "grow":
-                self._grow(res, vm)
-            res.allocations[vm.uuid] = vm.host
-            self.graph.link(vm.uuid, target)
-            self._reindex(target)
-            self._touch(res)
+            self._join(vm, target, grow=kind == "grow")
             self.result.reused += 1
         return None if complete else picker.explain(vm, az, needs)
+
+    def _join(self, vm, name, grow):
+        """Add ``vm`` to reservation ``name``, grown to fit it first when ``grow``."""
+        res = self.work[name]
+        if grow:
+            self._grow(res, vm)
+        res.allocations[vm.uuid] = vm.host
+        self.graph.link(vm.uuid, name)
+        self._reindex(name)
+        self._touch(res)
 
     def _search(self, vm, missing, former, needs, index, picker, az):
         """Best sequence of at most ``missing`` slot options for ``vm`` (see search_slots)."""
@@ -721,7 +724,6 @@ class _Cycle:
             return  # the plan is still growing: consolidate it once a cycle leaves it settled
         budget = self.settings.max_changes
         moving = self._moving_zones() if self.target is not None and self.settled else {}
-        self.migrating = set(moving)
         self.protected = {name for _target, state in moving.values()
                           for name in state.realized.values()}
         order = sorted(self.work.values(), key=lambda r: (
@@ -878,22 +880,14 @@ class _Cycle:
                 realized[res.name] = name
                 created_on.add(res.host)
             else:
-                reservation = self.work[name]
-                self._grow(reservation, vm)
-                reservation.allocations[vm.uuid] = vm.host
-                self.graph.link(vm.uuid, name)
                 self.serves_multi[name] = self.serves_multi.get(name) or self.multi[vm.uuid]
-                self._reindex(name)
-                self._touch(reservation)
+                self._join(vm, name, grow=True)
             into.append(name)
         for name, target in zip(held, into + [None] * len(held)):
-            res = self.work[name]
-            host = res.allocations.pop(vm.uuid)
-            self.result.removals.append(Removal(
-                name, vm.uuid, host, CONSOLIDATED % target if target else REPLACED))
+            self._apply_removals([Removal(name, vm.uuid, self.work[name].allocations[vm.uuid],
+                                          CONSOLIDATED % target if target else REPLACED)])
             self.result.moved += 1
-            if res.allocations:
-                self._touch(res)
+            if self.work[name].allocations:
                 self._reindex(name)
             else:
                 self._delete(name, EMPTY, CONSOLIDATED_MESSAGE)
