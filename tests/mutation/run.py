@@ -4,15 +4,16 @@ at a time, and show that the tests notice.
 Each mutant is a small edit of the code: drop a VM from an evacuation, let a slot land on the
 VM's own host, ignore a zone, a trait or the free capacity, retry a fleet's VM before its
 backoff, prune a VM without the owner's marker, reopen a final backup phase, give up a status
-write early... For each one the tree is copied, the edit
-applied to the copy and the unit tests of the edited package run there
-(``tests/unit/module_utils/<package>``); a mutant the tests do not fail on is a hole in the
-proof, and the run exits 1. An edit whose original text is no longer in
-the code fails too (the code moved: update the mutant).
+write early... For each one the tree is copied, the edit applied to the copy and the unit tests
+of the edited package run there (``tests/unit/module_utils/<package>``), as many mutants at once
+as the machine has CPUs; a mutant the tests do not fail on is a hole in the proof, and the run
+exits 1. An edit whose original text is no longer in the code fails too (the code moved: update
+the mutant).
 
     python3 tests/mutation/run.py [--only NAME]
 """
 import argparse
+import concurrent.futures
 import os
 import shutil
 import subprocess
@@ -313,10 +314,12 @@ def main(argv=None):
         if not passed:
             print("the tests fail on the unmutated copy: %s" % " ".join(last))
             return 1
-        for name in names:
-            outcome, detail = run_mutant(name, workdir)
-            holes += outcome != "killed"
-            print("| %s | %s | %s | %s |" % (name, MUTANTS[name][3], outcome, detail), flush=True)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            outcomes = pool.map(lambda name: run_mutant(name, workdir), names)
+            for name, (outcome, detail) in zip(names, outcomes):
+                holes += outcome != "killed"
+                print("| %s | %s | %s | %s |" % (name, MUTANTS[name][3], outcome, detail),
+                      flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     took = time.monotonic() - began
