@@ -165,6 +165,31 @@ def bounds(vm_count, host_count, seed, traits):
     return dict(bound, seconds=time.perf_counter() - began)
 
 
+def above_bound(vm_count, host_count, seed, traits, plan):
+    """Where ``plan`` (reservations as dicts) holds more than the lower bound: per VM size,
+    largest first, summed over the zones, [size MiB, the plan's reservations of that size up to
+    the next larger VM size of the zone, the bound's (how many more reservations of at least that
+    size it counts than of the next larger), the plan's memory there less the bound's]."""
+    from ansible_collections.resilient.virt.plugins.module_utils._failover.bounds import lower_bound
+
+    dummy, vms = make_fleet(vm_count, host_count, seed, traits)
+    levels = {}
+    for zone, counts in lower_bound(vms, REQUIREMENTS, lambda vm: vm.az).counts.items():
+        before = 0
+        for size, count in counts:
+            level = levels.setdefault(size, [size, 0, 0, 0])
+            level[2] += count - before
+            level[3] -= (count - before) * size
+            before = count
+        for res in plan:
+            if res["az"] == zone:
+                memory = res["resources"]["memory_mb"]
+                size = next((size for size, _count in counts if size <= memory), counts[-1][0])
+                levels[size][1] += 1
+                levels[size][3] += memory
+    return [levels[size] for size in sorted(levels, reverse=True)]
+
+
 def baseline(revision, fleets, seed):
     """{fleet key: cycles figures} of the planner at ``revision``, or (None, why not)."""
     with tempfile.TemporaryDirectory() as tree:
@@ -209,8 +234,10 @@ def measure(fleets, seed, revision, spread_seeds=SPREAD_SEEDS):
     for fleet in fleets:
         rows.append({"fleet": _key(fleet), "vms": fleet[0], "hypervisors": fleet[1],
                      "traits": fleet[2], "bound": bounds(*fleet[:2], seed, fleet[2]),
-                     "ours": cycles(*fleet[:2], seed, fleet[2]),
+                     "ours": cycles(*fleet[:2], seed, fleet[2], keep_plan=True),
                      "greedy": plain_greedy(*fleet[:2], seed, fleet[2])})
+    for row, fleet in zip(rows, fleets):
+        row["above_bound"] = above_bound(*fleet[:2], seed, fleet[2], row["ours"].pop("plan"))
     today, why = baseline(revision, [list(f) for f in fleets], seed)
     for row, fleet in zip(rows, fleets):
         row["today"] = today.get(row["fleet"]) if today else None
@@ -304,6 +331,21 @@ def table(result):
                 _ratio(figures, bound["failure_memory_mb"], "reserved_memory_mb"),
                 figures["coverage_ratio"], figures["vms_per_reservation"], count,
                 figures["seconds"]))
+    sizes = sorted({level[0] for row in result["rows"] for level in row["above_bound"]},
+                   reverse=True)
+    lines += ["", "Where this planner's settled plan holds more than the lower bound: per VM size, "
+              "the plan's reservations of that size (up to the next larger VM size) / the bound's "
+              "(how many more reservations of at least that size it counts than of the next "
+              "larger), and the plan's memory there less the bound's, GiB (all zones):", "",
+              "| fleet | %s | above the bound, GiB |" % " | ".join(
+                  "%d GiB" % (size // 1024) for size in sizes),
+              "|---|%s---:|" % ("---:|" * len(sizes))]
+    for row in result["rows"]:
+        cells = {level[0]: "%d / %d (%+d)" % (level[1], level[2], level[3] // 1024)
+                 for level in row["above_bound"]}
+        lines.append("| %s | %s | %d |" % (
+            row["fleet"], " | ".join(cells.get(size, "") for size in sizes),
+            sum(level[3] for level in row["above_bound"]) // 1024))
     moved = [row for row in result["rows"] if row["today"]]
     if moved:
         lines += ["", "From the settled plan of the planner of %s, this planner's cycles: reserved "

@@ -50,16 +50,19 @@ __all__ = ("LowerBound", "lower_bound")
 
 class LowerBound:
     """``memory_mb`` and ``reservations`` no valid plan goes below, and the same for the failure
-    bound alone (``failure_memory_mb``, ``failure_reservations``)."""
+    bound alone (``failure_memory_mb``, ``failure_reservations``); ``counts``: per zone, how many
+    reservations of at least each VM size every valid plan holds."""
 
     def __init__(self):
         self.memory_mb = 0
         self.reservations = 0
         self.failure_memory_mb = 0
         self.failure_reservations = 0
+        self.counts = {}  # zone -> [(size, count)], largest size first
 
-    def add_zone(self, steps):
+    def add_zone(self, zone, steps):
         """Add one zone: ``steps`` lists (size, count, failure count) at each size, largest first."""
+        self.counts[zone] = [(size, new_count) for size, new_count, _failure in steps]
         count = failure = 0
         for size, new_count, new_failure in steps:
             self.memory_mb += (new_count - count) * size
@@ -167,5 +170,5 @@ def lower_bound(vms, requirements, zone_of):
             zones.setdefault(zone_of(vm), []).append((vm.memory_mb, vm.host, required))
     bound = LowerBound()
     for zone in sorted(zones):
-        bound.add_zone(_zone_steps(zones[zone]))
+        bound.add_zone(zone, _zone_steps(zones[zone]))
     return bound

@@ -114,6 +114,9 @@ def test_lower_bound_by_hand():
     # hold two reservations no VM may hold together: 3 pairs + 1 barred need a 4th (the least
     # plan, by brute force: 4 reservations, 52 GiB)
     assert (bound.memory_mb, bound.reservations) == (48 * gib + 2 * gib, 4)
+    # per size: 3 of at least 16 GiB, still 3 with a1 (8 GiB) and with b1 and e1 (4 GiB, 3 pairs
+    # for 3 reservations), 4 with a2; zone y's VM requires no slot
+    assert bound.counts == {"z": [(16 * gib, 3), (8 * gib, 3), (4 * gib, 3), (2 * gib, 4)]}
 
 
 HOSTS = [Hypervisor("h%d" % i, "z", 16, 32 * 1024, frozenset(), 2, 4096) for i in range(6)]
