@@ -161,22 +161,20 @@ def bounds(vm_count, host_count, seed, traits):
 
     dummy, vms = make_fleet(vm_count, host_count, seed, traits)
     began = time.perf_counter()
-    bound = lower_bound(vms, REQUIREMENTS, lambda vm: vm.az).to_dict()
-    return dict(bound, seconds=time.perf_counter() - began)
+    bound = lower_bound(vms, REQUIREMENTS, lambda vm: vm.az)
+    return dict(bound.to_dict(), seconds=time.perf_counter() - began, counts=bound.counts)
 
 
-def above_bound(vm_count, host_count, seed, traits, plan):
-    """Where ``plan`` (reservations as dicts) holds more than the lower bound: per VM size,
-    largest first, summed over the zones, [size MiB, the plan's reservations of that size up to
-    the next larger VM size of the zone, the bound's (how many more reservations of at least that
-    size it counts than of the next larger), the plan's memory there less the bound's]."""
-    from ansible_collections.resilient.virt.plugins.module_utils._failover.bounds import lower_bound
-
-    dummy, vms = make_fleet(vm_count, host_count, seed, traits)
+def above_bound(counts, plan):
+    """Where ``plan`` (reservations as dicts) holds more than the lower bound whose ``counts``
+    (LowerBound.counts) are given: per VM size, largest first, summed over the zones, [size MiB,
+    the plan's reservations of that size up to the next larger VM size of the zone, the bound's
+    (how many more reservations of at least that size it counts than of the next larger), the
+    plan's memory there less the bound's]."""
     levels = {}
-    for zone, counts in lower_bound(vms, REQUIREMENTS, lambda vm: vm.az).counts.items():
+    for zone, sizes in counts.items():
         before = 0
-        for size, count in counts:
+        for size, count in sizes:
             level = levels.setdefault(size, [size, 0, 0, 0])
             level[2] += count - before
             level[3] -= (count - before) * size
@@ -184,7 +182,7 @@ def above_bound(vm_count, host_count, seed, traits, plan):
         for res in plan:
             if res["az"] == zone:
                 memory = res["resources"]["memory_mb"]
-                size = next((size for size, _count in counts if size <= memory), counts[-1][0])
+                size = next((size for size, _count in sizes if size <= memory), sizes[-1][0])
                 levels[size][1] += 1
                 levels[size][3] += memory
     return [levels[size] for size in sorted(levels, reverse=True)]
@@ -236,8 +234,8 @@ def measure(fleets, seed, revision, spread_seeds=SPREAD_SEEDS):
                      "traits": fleet[2], "bound": bounds(*fleet[:2], seed, fleet[2]),
                      "ours": cycles(*fleet[:2], seed, fleet[2], keep_plan=True),
                      "greedy": plain_greedy(*fleet[:2], seed, fleet[2])})
-    for row, fleet in zip(rows, fleets):
-        row["above_bound"] = above_bound(*fleet[:2], seed, fleet[2], row["ours"].pop("plan"))
+    for row in rows:
+        row["above_bound"] = above_bound(row["bound"]["counts"], row["ours"].pop("plan"))
     today, why = baseline(revision, [list(f) for f in fleets], seed)
     for row, fleet in zip(rows, fleets):
         row["today"] = today.get(row["fleet"]) if today else None

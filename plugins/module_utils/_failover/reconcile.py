@@ -572,10 +572,15 @@ class _Cycle:
             res = self.work[name]
             self.graph.unlink(vm.uuid, name)
             self._apply_removals([Removal(name, vm.uuid, res.allocations[vm.uuid], REPLACED)])
-            if res.allocations:
-                self._reindex(name)
-            else:
-                self._delete(name, EMPTY, EMPTY_MESSAGE)
+            self._reindex_or_delete(name, EMPTY_MESSAGE)
+
+    def _reindex_or_delete(self, name, message):
+        """After VMs left reservation ``name``: index it again, or delete it (``message``) when
+        none is left."""
+        if self.work[name].allocations:
+            self._reindex(name)
+        else:
+            self._delete(name, EMPTY, message)
 
     def _options(self, vm, needs, index, picker, az, former, new=True):
         """Choices for the VM's next slot, best first: ``former`` reservations (in order), then
@@ -887,10 +892,7 @@ class _Cycle:
             self._apply_removals([Removal(name, vm.uuid, self.work[name].allocations[vm.uuid],
                                           CONSOLIDATED % target if target else REPLACED)])
             self.result.moved += 1
-            if self.work[name].allocations:
-                self._reindex(name)
-            else:
-                self._delete(name, EMPTY, CONSOLIDATED_MESSAGE)
+            self._reindex_or_delete(name, CONSOLIDATED_MESSAGE)
         return True
 
     def _plan_emptying(self, res, members, budget):
