@@ -171,17 +171,25 @@ class SentinelSetup:
             return agreed[0] if agreed and agreed[0] != old_port else None
         return _wait(moved, seconds, "the Sentinels' failover")
 
-    def restart(self, port):
+    def restart(self, port, attempts=2):
         """Start a killed server again on its port, as a replica of the primary the Sentinels
         agree on once they have replaced it (a loaded machine may take them more than one
-        failover attempt, each 5 s apart)."""
-        primary = self.wait_failover(port)
+        failover attempt, each 5 s apart). A replica whose link stays down for 60 s is stopped
+        and started once more against the primary they then agree on: in two full runs on a
+        loaded machine the link never came up, the test's own assertions having passed."""
         index = self.servers.index(self.server(port))
-        self.servers[index].stop()
-        self.servers[index] = RedisServer(port=port, extra_args=[
-            "--masterauth", REDIS_PASSWORD, "--replicaof", "127.0.0.1", str(primary)])
-        _wait(lambda: _client(port).info("replication")["master_link_status"] == "up", 60,
-              "the restarted server replicating the new primary")
+        for attempt in range(attempts):
+            primary = self.wait_failover(port)
+            self.servers[index].stop()
+            self.servers[index] = RedisServer(port=port, extra_args=[
+                "--masterauth", REDIS_PASSWORD, "--replicaof", "127.0.0.1", str(primary)])
+            try:
+                _wait(lambda: _client(port).info("replication")["master_link_status"] == "up",
+                      60, "the restarted server replicating the new primary")
+                return
+            except pytest.fail.Exception:
+                if attempt == attempts - 1:
+                    raise
 
     def stop(self):
         for proc in self.sentinels:
