@@ -174,9 +174,11 @@ class SentinelSetup:
     def restart(self, port, attempts=2):
         """Start a killed server again on its port, as a replica of the primary the Sentinels
         agree on once they have replaced it (a loaded machine may take them more than one
-        failover attempt, each 5 s apart). A replica whose link stays down for 60 s is stopped
-        and started once more against the primary they then agree on: in two full runs on a
-        loaded machine the link never came up, the test's own assertions having passed."""
+        failover attempt, each 5 s apart), and wait until the setup has settled again with it:
+        replicating, or promoted by the Sentinels with a replica of its own. A server that
+        does neither within 60 s is stopped and started once more against the primary they
+        then agree on; if that fails too, the failure quotes the servers' and Sentinels' logs
+        (in two full runs on a loaded machine the link never came up, the cause unseen)."""
         index = self.servers.index(self.server(port))
         for attempt in range(attempts):
             primary = self.wait_failover(port)
@@ -184,12 +186,31 @@ class SentinelSetup:
             self.servers[index] = RedisServer(port=port, extra_args=[
                 "--masterauth", REDIS_PASSWORD, "--replicaof", "127.0.0.1", str(primary)])
             try:
-                _wait(lambda: _client(port).info("replication")["master_link_status"] == "up",
-                      60, "the restarted server replicating the new primary")
+                _wait(lambda: self._settled_with(port), 60, "the restarted server replicating the new primary")
                 return
-            except pytest.fail.Exception:
+            except pytest.fail.Exception as failure:
                 if attempt == attempts - 1:
-                    raise
+                    pytest.fail("%s\n%s" % (failure, self._logs()))
+
+    def _settled_with(self, port):
+        settled = self.settled_primary()
+        return settled is not None and (
+            settled == port or _client(port).info("replication")["master_link_status"] == "up")
+
+    def _logs(self, lines=15):
+        """The last lines of every server's and Sentinel's log, to say why a setup did not settle."""
+        logs = [os.path.join(server.dir, "redis.log") for server in self.servers]
+        logs += [os.path.join(self.dir, "s%d.log" % index) for index in range(len(self.sentinels))]
+        out = []
+        for path in logs:
+            try:
+                with open(path) as handle:
+                    tail = handle.readlines()[-lines:]
+            except OSError as error:
+                tail = ["(%s)\n" % error]
+            out.append("== %s\n%s" % (os.path.basename(os.path.dirname(path)) + "/" + os.path.basename(path),
+                                      "".join(tail)))
+        return "\n".join(out)
 
     def stop(self):
         for proc in self.sentinels:
