@@ -20,7 +20,10 @@ For each fleet, in one run:
   sized to the VM, no limit per hypervisor - one pass (the planner's own greedy strategy);
 * the lower bounds (``_failover/bounds.py``): the failure bound alone (``failure_memory_mb``),
   and the bound the module reports (the largest of its one-hypervisor, two-hypervisor and
-  sharing counts, the last with the pairs no VM may hold), and the seconds it takes.
+  sharing counts, the last with the pairs no VM may hold), and the seconds it takes;
+* where the settled plan holds more than the bound, per VM size; and at the sizes of the VMs
+  requiring two slots, how the plan uses the pairs of its reservations (held by a VM, barred,
+  unused) and how often the hypervisors' barred pairs coincide, in the plan and at the bound.
 And, to show how far one seed's figures hold, this planner's settled plan against the bound on
 the same fleets drawn with other seeds (SPREAD_SEEDS; the first two with ``--quick``).
 
@@ -188,6 +191,61 @@ def above_bound(counts, plan):
     return [levels[size] for size in sorted(levels, reverse=True)]
 
 
+def pairs_at(vm_count, host_count, seed, traits, counts, plan):
+    """How the settled ``plan`` (reservations as dicts) uses the pairs of its reservations at
+    the sizes of the VMs requiring two or more slots, against the bound's ``counts``
+    (LowerBound.counts): per such size s, largest first, summed over the zones, [s, the plan's
+    reservations of at least s, the bound's count, the pairs those give (C(r, 2) per zone; the
+    plan's, the bound's count's), the pairs VMs of at least s hold, the pairs barred in the
+    plan, the pairs barred counted once per hypervisor barring them].
+
+    As in _failover/bounds.py: T_H is the reservations that hypervisor H's VMs of at least s
+    hold; every pair inside T_H but each such VM's own is barred (no VM may hold it), and the
+    sum of those over the hypervisors is the same for every plan that covers the VMs."""
+    import itertools
+
+    from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import required_count
+
+    dummy, vms = make_fleet(vm_count, host_count, seed, traits)
+    required = {vm.uuid: required_count(vm.flavor, REQUIREMENTS) for vm in vms}
+    memory = {vm.uuid: vm.memory_mb for vm in vms}
+    host = {vm.uuid: vm.host for vm in vms}
+    sizes = sorted({vm.memory_mb for vm in vms if required[vm.uuid] >= 2}, reverse=True)
+    rows = []
+    for size in sizes:
+        row = [size, 0, 0, 0, 0, 0, 0, 0]
+        for zone, steps in counts.items():
+            bound_count = max((count for step, count in steps if step >= size), default=0)
+            held_by = {}  # hypervisor -> reservations its VMs of at least size hold
+            own = {}  # VM -> its reservations of at least size
+            reservations = 0
+            for res in plan:
+                if res["az"] != zone or res["resources"]["memory_mb"] < size:
+                    continue
+                reservations += 1
+                for uuid in res["allocations"]:
+                    if memory.get(uuid, 0) >= size and required.get(uuid, 0):
+                        held_by.setdefault(host[uuid], set()).add(res["name"])
+                        own.setdefault(uuid, set()).add(res["name"])
+            held = {frozenset(pair) for names in own.values()
+                    for pair in itertools.combinations(sorted(names), 2)}
+            barred, repeated = set(), 0
+            for names in held_by.values():
+                for pair in itertools.combinations(sorted(names), 2):
+                    if frozenset(pair) not in held:
+                        barred.add(frozenset(pair))
+                        repeated += 1
+            row[1] += reservations
+            row[2] += bound_count
+            row[3] += reservations * (reservations - 1) // 2
+            row[4] += bound_count * (bound_count - 1) // 2
+            row[5] += len(held)
+            row[6] += len(barred)
+            row[7] += repeated
+        rows.append(row)
+    return rows
+
+
 def baseline(revision, fleets, seed):
     """{fleet key: cycles figures} of the planner at ``revision``, or (None, why not)."""
     with tempfile.TemporaryDirectory() as tree:
@@ -234,8 +292,10 @@ def measure(fleets, seed, revision, spread_seeds=SPREAD_SEEDS):
                      "traits": fleet[2], "bound": bounds(*fleet[:2], seed, fleet[2]),
                      "ours": cycles(*fleet[:2], seed, fleet[2], keep_plan=True),
                      "greedy": plain_greedy(*fleet[:2], seed, fleet[2])})
-    for row in rows:
-        row["above_bound"] = above_bound(row["bound"]["counts"], row["ours"].pop("plan"))
+    for row, fleet in zip(rows, fleets):
+        plan = row["ours"].pop("plan")
+        row["above_bound"] = above_bound(row["bound"]["counts"], plan)
+        row["pairs"] = pairs_at(*fleet[:2], seed, fleet[2], row["bound"]["counts"], plan)
     today, why = baseline(revision, [list(f) for f in fleets], seed)
     for row, fleet in zip(rows, fleets):
         row["today"] = today.get(row["fleet"]) if today else None
@@ -344,6 +404,22 @@ def table(result):
         lines.append("| %s | %s | %d |" % (
             row["fleet"], " | ".join(cells.get(size, "") for size in sizes),
             sum(level[3] for level in row["above_bound"]) // 1024))
+    lines += ["", "Pairs of reservations at the sizes of the VMs requiring two slots (all zones): no two "
+              "VMs hold the same pair, and no VM may hold a pair that two VMs of one hypervisor "
+              "hold (barred). The reservations of at least that size, the plan's / the bound's; "
+              "the pairs they give; the pairs the VMs of at least that size hold; the pairs barred "
+              "in the plan, and counted once per hypervisor barring them (the same in every plan "
+              "that covers the VMs); how many hypervisors bar a barred pair on average, in the "
+              "plan / at the bound's count if all its pairs not held were barred:", "",
+              "| fleet | VM size | reservations | pairs | held | unused | barred | barred, "
+              "per hypervisor | hypervisors per barred pair |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for row in result["rows"]:
+        for size, ours, bound, pairs, bound_pairs, held, barred, repeated in row["pairs"]:
+            lines.append("| %s | %d GiB | %d / %d | %d / %d | %d | %d | %d | %d | %.2f / %.2f |" % (
+                row["fleet"], size // 1024, ours, bound, pairs, bound_pairs, held,
+                pairs - held - barred, barred, repeated, repeated / max(1, barred),
+                repeated / max(1, bound_pairs - held)))
     moved = [row for row in result["rows"] if row["today"]]
     if moved:
         lines += ["", "From the settled plan of the planner of %s, this planner's cycles: reserved "
