@@ -159,10 +159,11 @@ def plain_greedy(vm_count, host_count, seed, traits):
         reconcile.STRATEGIES = strategies
 
 
-def bounds(vm_count, host_count, seed, traits):
+def bounds(vms):
+    """The lower bounds of ``vms`` (a fleet's model VMs), the seconds computing them took and
+    the bound's counts per zone (LowerBound.counts)."""
     from ansible_collections.resilient.virt.plugins.module_utils._failover.bounds import lower_bound
 
-    dummy, vms = make_fleet(vm_count, host_count, seed, traits)
     began = time.perf_counter()
     bound = lower_bound(vms, REQUIREMENTS, lambda vm: vm.az)
     return dict(bound.to_dict(), seconds=time.perf_counter() - began, counts=bound.counts)
@@ -191,7 +192,7 @@ def above_bound(counts, plan):
     return [levels[size] for size in sorted(levels, reverse=True)]
 
 
-def pairs_at(vm_count, host_count, seed, traits, counts, plan):
+def pairs_at(vms, counts, plan):
     """How the settled ``plan`` (reservations as dicts) uses the pairs of its reservations at
     the sizes of the VMs requiring two or more slots, against the bound's ``counts``
     (LowerBound.counts): per such size s, largest first, summed over the zones, [s, the plan's
@@ -201,12 +202,12 @@ def pairs_at(vm_count, host_count, seed, traits, counts, plan):
 
     As in _failover/bounds.py: T_H is the reservations that hypervisor H's VMs of at least s
     hold; every pair inside T_H but each such VM's own is barred (no VM may hold it), and the
-    sum of those over the hypervisors is the same for every plan that covers the VMs."""
+    sum of those over the hypervisors is the same for every plan that covers the VMs. ``vms``:
+    the fleet's model VMs."""
     import itertools
 
     from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import required_count
 
-    dummy, vms = make_fleet(vm_count, host_count, seed, traits)
     required = {vm.uuid: required_count(vm.flavor, REQUIREMENTS) for vm in vms}
     memory = {vm.uuid: vm.memory_mb for vm in vms}
     host = {vm.uuid: vm.host for vm in vms}
@@ -277,7 +278,7 @@ def spread(fleets, seeds):
         settled = []
         for seed in seeds:
             figures = cycles(*fleet[:2], seed, fleet[2])["settled"]
-            bound = bounds(*fleet[:2], seed, fleet[2])
+            bound = bounds(make_fleet(*fleet[:2], seed, fleet[2])[1])
             settled.append((seed, _ratio(figures, bound["memory_mb"], "reserved_memory_mb"),
                             _ratio(figures, bound["reservations"], "reservations"),
                             figures["coverage_ratio"]))
@@ -288,14 +289,15 @@ def spread(fleets, seeds):
 def measure(fleets, seed, revision, spread_seeds=SPREAD_SEEDS):
     rows = []
     for fleet in fleets:
-        rows.append({"fleet": _key(fleet), "vms": fleet[0], "hypervisors": fleet[1],
-                     "traits": fleet[2], "bound": bounds(*fleet[:2], seed, fleet[2]),
-                     "ours": cycles(*fleet[:2], seed, fleet[2], keep_plan=True),
-                     "greedy": plain_greedy(*fleet[:2], seed, fleet[2])})
-    for row, fleet in zip(rows, fleets):
+        vms = make_fleet(*fleet[:2], seed, fleet[2])[1]
+        row = {"fleet": _key(fleet), "vms": fleet[0], "hypervisors": fleet[1],
+               "traits": fleet[2], "bound": bounds(vms),
+               "ours": cycles(*fleet[:2], seed, fleet[2], keep_plan=True),
+               "greedy": plain_greedy(*fleet[:2], seed, fleet[2])}
         plan = row["ours"].pop("plan")
         row["above_bound"] = above_bound(row["bound"]["counts"], plan)
-        row["pairs"] = pairs_at(*fleet[:2], seed, fleet[2], row["bound"]["counts"], plan)
+        row["pairs"] = pairs_at(vms, row["bound"]["counts"], plan)
+        rows.append(row)
     today, why = baseline(revision, [list(f) for f in fleets], seed)
     for row, fleet in zip(rows, fleets):
         row["today"] = today.get(row["fleet"]) if today else None

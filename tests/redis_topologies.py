@@ -186,7 +186,8 @@ class SentinelSetup:
             self.servers[index] = RedisServer(port=port, extra_args=[
                 "--masterauth", REDIS_PASSWORD, "--replicaof", "127.0.0.1", str(primary)])
             try:
-                _wait(lambda: self._settled_with(port), 60, "the restarted server replicating the new primary")
+                _wait(lambda: self._settled_with(port), 60,
+                      "a settled setup with the restarted server (replicating, or the primary)")
                 return
             except pytest.fail.Exception as failure:
                 if attempt == attempts - 1:
@@ -208,7 +209,7 @@ class SentinelSetup:
                     tail = handle.readlines()[-lines:]
             except OSError as error:
                 tail = ["(%s)\n" % error]
-            out.append("== %s\n%s" % (os.path.basename(os.path.dirname(path)) + "/" + os.path.basename(path),
+            out.append("== %s\n%s" % (os.path.relpath(path, os.path.dirname(os.path.dirname(path))),
                                       "".join(tail)))
         return "\n".join(out)
 
