@@ -23,7 +23,9 @@ description:
     the others proceed.
   - Every VM it creates carries the marker O(owner) (metadata C(resilient_virt_owner)). With
     O(prune), VMs with this marker that are no longer listed are deleted, at most O(max_prune);
-    a VM without the marker is never pruned.
+    a VM without the marker is never pruned. A listed VM that exists already (created by hand,
+    by another tool, or before) is managed but not marked, so a prune never deletes it, unless
+    its entry sets C(adopt=true).
   - Work is done in rounds of O(round_size) VMs, and the statuses of a round are written as soon
     as it ends, so a killed task loses at most one round of status; a VM is always read before
     it is created, so nothing is created twice.
@@ -42,6 +44,15 @@ options:
         V(present)), C(vcpus), C(memory_mb), C(disks), C(interfaces), C(boot), C(metadata),
         C(tags), C(autostart), C(placement), C(template), C(libvirt) and C(cloud_init) (see
         M(resilient.virt.vm); its C(user_data) is masked in every result as a secret).
+      - C(adopt) (bool, default V(false)) makes a VM that exists already this fleet's - it
+        writes the owner marker on it, so that once the VM is no longer listed a run with
+        O(prune) deletes it. Without it the marker is written only on the VMs the fleet creates,
+        and a listed VM that exists already is managed (power state, vCPUs, memory, metadata...)
+        but never marked, so never pruned. A VM marked by another owner fails with Conflict,
+        adopted or not. Setting C(adopt) counts as a spec change; removing it again does not
+        remove the marker.
+      - C(metadata) may not set C(resilient_virt_owner) (InvalidSpec naming
+        C(vms[N].metadata.resilient_virt_owner)); use C(adopt) instead.
       - Checked as a whole before anything is contacted; every problem is reported by its path,
         such as C(vms[3].memory_mb). A VM (provider and name) may be listed once.
     type: list
@@ -49,16 +60,19 @@ options:
     required: true
   owner:
     description:
-      - Names this fleet. Written on every VM it creates (metadata C(resilient_virt_owner)) and
-        keys the statuses in the state store; 1 to 63 letters, digits, C(.), C(_) or C(-).
+      - Names this fleet. Written on every VM it creates (metadata C(resilient_virt_owner)), and
+        on the VMs its entries adopt (C(adopt=true)), and keys the statuses in the state store; 1
+        to 63 letters, digits, C(.), C(_) or C(-).
       - A listed VM that carries another owner's marker fails with Conflict; a listed VM without
-        a marker (created elsewhere) is managed, but never pruned.
+        a marker (created elsewhere) is managed, but not marked and never pruned, unless adopted.
     type: str
     required: true
   prune:
     description:
       - Delete the VMs of this owner that are no longer listed, on the providers the list names and
         on those where this owner's VMs were recorded (when still named in O(providers)).
+      - A VM is this owner's when it carries its marker, that is when this fleet created it or an
+        entry adopted it (C(adopt=true)); no other VM is ever pruned.
     type: bool
     default: false
   max_prune:
@@ -163,6 +177,15 @@ EXAMPLES = r"""
       - {name: ci-runner-2, vcpus: 2, memory_mb: 2048, state: running}
     prune: true
     max_prune: 3
+
+- name: Make a VM created by hand part of the "ci" fleet, so that a later prune may delete it
+  resilient.virt.vm_fleet:
+    owner: ci
+    provider: {type: libvirt, uri: "qemu:///system"}
+    vms:
+      - {name: ci-runner-1, vcpus: 2, memory_mb: 2048, state: running}
+      - {name: ci-runner-2, vcpus: 2, memory_mb: 2048, state: running}
+      - {name: ci-legacy, state: running, adopt: true}
 
 - name: Nightly, read every VM and fix drift, and retry what failed
   resilient.virt.vm_fleet:

@@ -238,3 +238,121 @@ def test_check_mode_and_diff_show_the_plan_and_change_nothing(fleet_lab):
     planned = dict((vm["name"], vm) for vm in result["vms"])
     assert planned[entries[4]["name"]]["status"] == "pending"
     assert planned[entries[4]["name"]]["conditions"][0]["reason"] == "Pending"
+
+
+OWNER_KEY = "resilient_virt_owner"
+RV_ITEM = "{https://resilient.virt/xmlns/vm/1}item"
+
+
+def libvirt_metadata(uri, name):
+    """The collection's metadata items of domain ``name``, read from its XML with libvirt-python
+    (None when the domain is gone)."""
+    import xml.etree.ElementTree as ET
+
+    conn = libvirt.open(uri)
+    try:
+        try:
+            xml = conn.lookupByName(name).XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
+        except libvirt.libvirtError as err:
+            if err.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+                return None
+            raise
+    finally:
+        conn.close()
+    return dict((item.get("key"), item.text or "") for item in ET.fromstring(xml).iter(RV_ITEM))
+
+
+def outcomes_by_name(result):
+    return dict((vm["name"], vm["outcome"]) for vm in result["vms"])
+
+
+def test_a_listed_libvirt_vm_the_fleet_did_not_create_is_managed_but_never_pruned(
+        fleet_lab, domain_xml):
+    uri = fleet_lab.lab.hypervisor("hv1").uri
+    handmade, own = fleet_lab.prefix + "-handmade", fleet_lab.prefix + "-own"
+    conn = libvirt.open(uri)
+    try:
+        conn.defineXML(domain_xml(handmade))  # plain XML: no metadata at all
+    finally:
+        conn.close()
+    own_entry = {"name": own, "provider": "hv1", "memory_mb": 64, "vcpus": 1, "state": "stopped"}
+    listed = {"name": handmade, "provider": "hv1", "memory_mb": 96, "state": "stopped",
+              "metadata": {"team": "rp"}}
+    run, result, attempts = fleet_lab.run([listed, own_entry])
+    assert result is not None and not result.failed, run.describe()
+    assert outcomes_by_name(result) == {handmade: "updated", own: "created"}
+    assert fleet_lab.memory("hv1", handmade) == 96  # managed like the others...
+    assert libvirt_metadata(uri, handmade) == {"team": "rp"}  # ...but not marked as the fleet's
+    assert libvirt_metadata(uri, own)[OWNER_KEY] == fleet_lab.prefix
+
+    run, result, attempts = fleet_lab.run([own_entry], prune=True, max_prune="100%")
+    assert result is not None and not result.failed, run.describe()
+    assert result["summary"]["pruned"] == 0 and outcomes_by_name(result) == {own: "unchanged"}
+    assert ("delete", handmade) not in mutations(attempts)
+    assert fleet_lab.libvirt_names("hv1") == sorted([handmade, own])
+    assert libvirt_metadata(uri, handmade) == {"team": "rp"}
+
+
+def sim_create(sim, name):
+    """Create a stopped VM ``name`` on the simulator through pyVmomi (not the collection): no
+    custom attribute, no tag."""
+    from pyVmomi import vim
+
+    datacenter = [e for e in sim.content.rootFolder.childEntity if isinstance(e, vim.Datacenter)][0]
+    compute = [e for e in datacenter.hostFolder.childEntity
+               if isinstance(e, vim.ComputeResource)][0]
+    config = vim.vm.ConfigSpec(name=name, numCPUs=1, memoryMB=64, guestId="otherGuest",
+                               files=vim.vm.FileInfo(vmPathName="[%s]" % datacenter.datastore[0].name))
+    task = datacenter.vmFolder.CreateVM_Task(config=config, pool=compute.resourcePool)
+    end = time.monotonic() + 30
+    while str(task.info.state) not in ("success", "error"):
+        assert time.monotonic() < end, "the simulator did not create %s within 30 s" % name
+        time.sleep(0.05)
+    assert str(task.info.state) == "success", task.info.error
+    return task.info.result
+
+
+def sim_attributes(sim, name):
+    """The custom attributes with a value of the VM ``name``, by attribute name."""
+    names = dict((f.key, f.name) for f in sim.content.customFieldsManager.field or [])
+    values = {}
+    for item in sim.vm(name).customValue:
+        values[names.get(item.key)] = item.value
+    return dict((key, value) for key, value in values.items() if value)
+
+
+def test_a_listed_vsphere_vm_the_fleet_did_not_create_is_pruned_only_once_adopted(fleet_lab):
+    handmade, own = fleet_lab.prefix + "-handmade", fleet_lab.prefix + "-own"
+    sim_create(fleet_lab.sim, handmade)
+    assert sim_attributes(fleet_lab.sim, handmade) == {}
+    own_entry = {"name": own, "provider": "vcsim", "memory_mb": 64, "vcpus": 1, "state": "stopped"}
+    listed = {"name": handmade, "provider": "vcsim", "memory_mb": 96, "state": "stopped"}
+    run, result, attempts = fleet_lab.run([listed, own_entry])
+    assert result is not None and not result.failed, run.describe()
+    assert outcomes_by_name(result) == {handmade: "updated", own: "created"}
+    assert fleet_lab.sim.state(fleet_lab.sim.vm(handmade))["memory_mb"] == 96
+    assert OWNER_KEY not in sim_attributes(fleet_lab.sim, handmade)
+    assert sim_attributes(fleet_lab.sim, own)[OWNER_KEY] == fleet_lab.prefix
+
+    run, result, attempts = fleet_lab.run([own_entry], prune=True, max_prune="100%")
+    assert result is not None and not result.failed, run.describe()
+    assert result["summary"]["pruned"] == 0 and outcomes_by_name(result) == {own: "unchanged"}
+    assert ("delete", handmade) not in mutations(attempts)
+    assert fleet_lab.sim_names() == sorted([handmade, own])
+
+    # listing the marker by hand is refused, naming the entry and the way to adopt
+    marked = dict(listed, metadata={OWNER_KEY: fleet_lab.prefix})
+    run, result, attempts = fleet_lab.run([marked, own_entry])
+    assert result.failed and result["error"]["type"] == "InvalidSpec", run.describe()
+    assert "vms[0].metadata.%s" % OWNER_KEY in result["msg"] and "adopt" in result["msg"]
+    assert mutations(attempts) == []
+
+    # adopted in so many words: marked, and then a prune may delete it
+    run, result, attempts = fleet_lab.run([dict(listed, adopt=True), own_entry])
+    assert result is not None and not result.failed, run.describe()
+    assert outcomes_by_name(result) == {handmade: "updated", own: "unchanged"}
+    assert sim_attributes(fleet_lab.sim, handmade)[OWNER_KEY] == fleet_lab.prefix
+    run, result, attempts = fleet_lab.run([own_entry], prune=True, max_prune="100%")
+    assert result is not None and not result.failed, run.describe()
+    assert result["summary"]["pruned"] == 1 and outcomes_by_name(result)[handmade] == "pruned"
+    assert fleet_lab.sim_names() == [own]

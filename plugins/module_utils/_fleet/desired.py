@@ -21,7 +21,7 @@ __all__ = ("OWNER_KEY", "STATES", "FIELDS", "PATTERNS", "DesiredVM", "check_owne
 
 OWNER_KEY = "resilient_virt_owner"  # metadata key of the marker on every VM a fleet creates
 STATES = ("present", "running", "stopped", "absent")
-FIELDS = ("name", "provider", "state") + SPEC_FIELDS
+FIELDS = ("name", "provider", "state", "adopt") + SPEC_FIELDS
 _OWNER = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 PATTERNS = (_OWNER,)  # compiled ahead by a controller that preloads the collection
 MAX_REPORTED = 50  # problems listed in one error; the count says how many more there were
@@ -30,12 +30,13 @@ MAX_REPORTED = 50  # problems listed in one error; the count says how many more 
 class DesiredVM:
     """One entry of ``vms``: ``index``, ``name``, ``state``, ``spec`` (the spec fields given),
     ``config`` (the provider dict), ``provider`` (its key), ``provider_ref`` (the name of its
-    ``providers`` entry, or None for a dict), ``id`` (``provider/name``) and ``spec_hash``."""
+    ``providers`` entry, or None for a dict), ``id`` (``provider/name``), ``adopt`` (the owner
+    marker is to be written on the VM even when it exists already) and ``spec_hash``."""
 
     __slots__ = ("index", "name", "state", "spec", "config", "provider", "provider_ref", "id",
-                 "spec_hash")
+                 "adopt", "spec_hash")
 
-    def __init__(self, index, name, state, spec, config, provider, provider_ref):
+    def __init__(self, index, name, state, spec, config, provider, provider_ref, adopt=False):
         self.index = index
         self.name = name
         self.state = state
@@ -43,16 +44,29 @@ class DesiredVM:
         self.config = config
         self.provider = provider
         self.provider_ref = provider_ref
+        self.adopt = bool(adopt)
         self.id = "%s/%s" % (provider, name)
         wanted = {"name": name, "provider": provider, "state": state, "spec": spec}
+        if self.adopt:  # hashed only when set: entries without it keep their hash
+            wanted["adopt"] = True
         self.spec_hash = hashlib.sha256(
             json.dumps(wanted, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
+
+    def marker(self, owner):
+        """The metadata that marks a VM as ``owner``'s fleet's."""
+        return {OWNER_KEY: owner}
 
     def create_spec(self, owner):
         """The spec a create sends: the fields given, the owner marker in ``metadata``."""
         spec = dict(self.spec)
-        spec["metadata"] = dict(spec.get("metadata") or {}, **{OWNER_KEY: owner})
+        spec["metadata"] = dict(spec.get("metadata") or {}, **self.marker(owner))
         return spec
+
+    def wanted_spec(self, owner):
+        """The spec an existing VM is brought to: the fields given, and the owner marker only
+        when the entry adopts the VM (a VM the fleet did not create is never marked, so never
+        pruned, unless adopted)."""
+        return self.create_spec(owner) if self.adopt else dict(self.spec)
 
 
 def check_owner(owner):
@@ -108,8 +122,11 @@ def _metadata(value, path, problems):
     if not isinstance(value, dict):
         problems.append((path, "must be a dict of key: value"))
     elif OWNER_KEY in value:
+        entry = path[:-len(".metadata")]
         problems.append(("%s.%s" % (path, OWNER_KEY), "is reserved: vm_fleet writes it from the "
-                         "owner option; remove it"))
+                         "owner option on the VMs it creates, and a prune deletes only VMs that "
+                         "carry it; remove it, and to mark a VM that exists already as this "
+                         "fleet's (a prune may then delete it) set %s.adopt: true" % entry))
     return value
 
 
@@ -141,7 +158,9 @@ def _entry(index, entry, problems):
     for field in SPEC_FIELDS:
         if entry.get(field) is not None:
             spec[field] = _CHECKS[field](entry[field], "%s.%s" % (path, field), problems)
-    return name, state, spec
+    adopt = entry.get("adopt")
+    adopt = False if adopt is None else _bool(adopt, path + ".adopt", problems)
+    return name, state, spec, adopt
 
 
 def _under(path, field):
@@ -190,7 +209,7 @@ def desired_fleet(entries, default_provider, resolve, key_of):
         parsed = _entry(index, entry, problems)
         if parsed is None:
             continue
-        name, state, spec = parsed
+        name, state, spec, adopt = parsed
         path = "vms[%d].provider" % index
         reference = entry.get("provider", default_provider)
         try:
@@ -200,7 +219,7 @@ def desired_fleet(entries, default_provider, resolve, key_of):
             continue
         if not isinstance(name, str) or not name.strip() or state not in STATES:
             continue
-        vm = DesiredVM(index, name, state, spec, config, key, ref_name)
+        vm = DesiredVM(index, name, state, spec, config, key, ref_name, adopt=adopt is True)
         if vm.id in seen:
             problems.append(("vms[%d].name" % index, "%r on %s is already vms[%d]; list each VM "
                              "once" % (name, key, seen[vm.id])))

@@ -3,7 +3,8 @@
 """Prune safety: which VMs a fleet may delete because they are no longer listed, and how many.
 
 Only a VM that carries this owner's marker (metadata ``resilient_virt_owner``, written when the
-fleet created it) is a candidate; a VM without it, or with another owner's, is never touched.
+fleet created it, or when an entry adopted it with ``adopt: true``, and on no other VM) is a
+candidate; a VM without it, or with another owner's, is never touched.
 ``max_prune`` bounds the candidates, as a count or as a percentage of the owner's VMs found;
 more candidates than that refuses the whole prune before anything is deleted.
 """

@@ -169,9 +169,12 @@ class FleetRun:
                 if current is UNREAD:
                     current = describe_or_none(provider, vm.name)
                 self._check_owner(vm, current)
-                result = reconcile(provider, vm.name, vm.state, vm.create_spec(options.owner),
+                # the owner marker goes on a VM this run creates, or one the entry adopts;
+                # never on one that exists (or that another task creates meanwhile) otherwise
+                result = reconcile(provider, vm.name, vm.state, vm.wanted_spec(options.owner),
                                    check_mode=options.check_mode, force=options.force,
-                                   shutdown_timeout=options.shutdown_timeout, current=current)
+                                   shutdown_timeout=options.shutdown_timeout, current=current,
+                                   create_metadata=vm.marker(options.owner))
         except Exception as exc:  # noqa: BLE001 - one VM's failure is its result, not the run's
             return _failure(vm, decision, exc)
         actions = result["actions"]

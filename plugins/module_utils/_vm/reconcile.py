@@ -153,38 +153,49 @@ def describe_or_none(provider, name):
         return None
 
 
+def with_metadata(spec, metadata):
+    """``spec`` with ``metadata`` merged into its own (``spec`` itself when there is none)."""
+    if not metadata:
+        return spec
+    return dict(spec, metadata=dict(spec.get("metadata") or {}, **metadata))
+
+
 def reconcile(provider, name, state, spec, check_mode=False, force=False, shutdown_timeout=None,
-              current=UNREAD):
+              current=UNREAD, create_metadata=None):
     """Plan and (unless ``check_mode``) apply; returns changed, actions, vm, before, after.
 
-    ``current`` is the VM as just read (None: absent) when the caller has it already."""
+    ``current`` is the VM as just read (None: absent) when the caller has it already.
+    ``create_metadata`` is metadata that only a create of this call writes (merged into the
+    spec's): a VM that exists, or that another task creates meanwhile, never gets it."""
     spec = dict((field, spec.get(field)) for field in SPEC_FIELDS if spec.get(field) is not None)
     if current is UNREAD:
         current = describe_or_none(provider, name)
     reconfigurable = getattr(provider, "reconfigurable", RECONFIGURABLE)
     actions = plan(current, state, spec, reconfigurable)
+    creating = with_metadata(spec, create_metadata)
     result = dict(changed=bool(actions), actions=[verb for verb, changes in actions],
                   before=diff_view(current, spec))
     if check_mode or not actions:
-        result["after"] = predict(current, actions, spec)
+        result["after"] = predict(current, actions, creating if current is None else spec)
         result["vm"] = current
         result["restart_required"] = bool(current and current.get("restart_required"))
         return result
     vm, done = _converge(provider, name, state, spec, current, actions, force, shutdown_timeout,
-                         reconfigurable)
+                         reconfigurable, creating)
     if vm is not None and state != "absent":
         vm = provider.describe(name)
     result["changed"] = bool(done)
     result["actions"] = done
     result["vm"] = vm
-    result["after"] = diff_view(vm, spec)
+    result["after"] = diff_view(vm, creating if "create" in done else spec)
     result["restart_required"] = bool(vm and vm.get("restart_required"))
     return result
 
 
 def _converge(provider, name, state, spec, current, actions, force, shutdown_timeout,
-              reconfigurable):
-    """Apply ``actions``, planning afresh when another task changed the VM meanwhile.
+              reconfigurable, creating):
+    """Apply ``actions``, planning afresh when another task changed the VM meanwhile; a create
+    sends ``creating`` (the spec with the metadata only a create writes).
 
     Returns the VM after the last action and the verbs this task carried out.
     """
@@ -194,7 +205,8 @@ def _converge(provider, name, state, spec, current, actions, force, shutdown_tim
         try:
             for verb, arguments in actions:
                 before = diff_view(vm)
-                vm = _apply(provider, name, verb, arguments, spec, force, shutdown_timeout)
+                vm = _apply(provider, name, verb, arguments,
+                            creating if verb == "create" else spec, force, shutdown_timeout)
                 if vm is None or vm.pop("changed", True):  # False: found done by someone else
                     done.append(verb)
             return vm, done

@@ -91,3 +91,28 @@ def test_only_marked_unlisted_vms_are_candidates():
     with pytest.raises(InvalidSpec) as info:
         check_limit(PruneLimit("10%"), found, prune)
     assert "libvirt:h1/gone" in info.value.message and "allows 0" in info.value.message
+
+
+def test_adopt_is_a_checked_flag_that_only_an_adopting_entry_hashes():
+    plain, adopting, explicit_no = fleet([
+        {"name": "a", "vcpus": 1, "memory_mb": 64},
+        {"name": "b", "vcpus": 1, "memory_mb": 64, "adopt": True},
+        {"name": "c", "vcpus": 1, "memory_mb": 64, "adopt": False}])
+    assert (plain.adopt, adopting.adopt, explicit_no.adopt) == (False, True, False)
+    assert "adopt" not in plain.spec and "adopt" not in adopting.spec
+    # the hash of an entry without adopt is what it always was (no reconcile of every VM)
+    assert fleet([{"name": "c", "vcpus": 1, "memory_mb": 64}])[0].spec_hash == explicit_no.spec_hash
+    assert fleet([{"name": "b", "vcpus": 1, "memory_mb": 64}])[0].spec_hash != adopting.spec_hash
+    # only an adopting entry asks for the marker on a VM that exists already
+    assert plain.wanted_spec("web") == {"vcpus": 1, "memory_mb": 64}
+    assert adopting.wanted_spec("web") == {"vcpus": 1, "memory_mb": 64,
+                                           "metadata": {OWNER_KEY: "web"}}
+    assert problems([{"name": "a", "adopt": "maybe"}]) == {
+        "vms[0].adopt": "must be true or false, not 'maybe'"}
+
+
+def test_the_marker_listed_by_hand_is_refused_pointing_to_adopt():
+    found = problems([{"name": "a", "metadata": {"team": "x"}},
+                      {"name": "b", "metadata": {OWNER_KEY: "web"}}])
+    assert list(found) == ["vms[1].metadata.%s" % OWNER_KEY]
+    assert "vms[1].adopt: true" in found["vms[1].metadata.%s" % OWNER_KEY]

@@ -196,6 +196,29 @@ def test_prune_deletes_only_unlisted_marked_vms_within_the_limit(store, observer
     assert sorted(record["name"] for record in fleet.records().values()) == fleet.names(3)
 
 
+def test_a_listed_vm_it_did_not_create_is_managed_but_pruned_only_once_adopted(
+        store, observer, oracle):
+    fleet = Fleet(store, observer, "hand", "hand-")
+    oracle.defineXML("<domain type='test'><name>hand-made</name><memory>65536</memory>"
+                     "<os><type>hvm</type></os></domain>")
+    listed = {"name": "hand-made", "memory_mb": 96, "state": "stopped", "metadata": {"team": "a"}}
+    result, _run = fleet.run([listed] + fleet.entries(1))
+    assert outcomes_of(result) == {"hand-made": "updated", "hand-0": "created"}
+    assert memory_mib(oracle, "hand-made") == 96 and owner_of(oracle, "hand-made") is None
+    assert owner_of(oracle, "hand-0") == "hand"
+
+    result, _run = fleet.run(fleet.entries(1), prune=True, full=True)
+    assert outcomes_of(result) == {"hand-0": "unchanged"}
+    assert domains(oracle, "hand-") == ["hand-0", "hand-made"]
+
+    result, _run = fleet.run([dict(listed, adopt=True)] + fleet.entries(1))
+    assert result["hand-made"].outcome == "updated" and result["hand-made"].actions == ["reconfigure"]
+    assert owner_of(oracle, "hand-made") == "hand"
+    result, _run = fleet.run(fleet.entries(1), prune=True)
+    assert outcomes_of(result) == {"hand-0": "unchanged", "hand-made": "pruned"}
+    assert domains(oracle, "hand-") == ["hand-0"]
+
+
 def test_an_owner_sees_only_its_own_records(store, observer, oracle):
     short, longer = Fleet(store, observer, "dup", "dup-a-"), Fleet(store, observer, "dup2", "dup-b-")
     longer.run(longer.entries(2))

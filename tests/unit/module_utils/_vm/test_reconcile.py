@@ -412,3 +412,36 @@ def test_a_clone_of_a_template_needs_no_vcpus_or_memory():
     with pytest.raises(InvalidSpec) as info:
         plan(None, "present", {})
     assert sorted(e["path"] for e in info.value.details["errors"]) == ["memory_mb", "vcpus"]
+
+
+# -- metadata written only by a create ------------------------------------------------------------
+
+def test_create_metadata_is_written_by_a_create_only(provider):
+    guarded, created = provider
+    created.extend(["rec-mark-new", "rec-mark-old"])
+    mark = {"marker": "mine"}
+    made = reconcile(guarded, "rec-mark-new", "stopped", dict(SPEC), create_metadata=mark)
+    assert made["actions"] == ["create"] and made["vm"]["metadata"] == mark
+    assert made["after"]["metadata"] == mark
+    planned = reconcile(guarded, "rec-mark-none", "stopped", dict(SPEC), create_metadata=mark,
+                        check_mode=True)
+    assert planned["after"]["metadata"] == mark  # check mode predicts it too
+
+    guarded.create(dict(SPEC, name="rec-mark-old"))  # made elsewhere, without the mark
+    changed = reconcile(guarded, "rec-mark-old", "stopped", dict(SPEC, memory_mb=96,
+                                                                 metadata={"team": "a"}),
+                        create_metadata=mark)
+    assert changed["actions"] == ["reconfigure"]
+    assert guarded.describe("rec-mark-old")["metadata"] == {"team": "a"}
+    assert "metadata" not in changed["after"] or changed["after"]["metadata"] == {"team": "a"}
+
+
+def test_a_vm_created_meanwhile_by_another_task_does_not_get_the_create_metadata(provider):
+    guarded, created = provider
+    created.append("rec-mark-race")
+    seen = Interloper(guarded, "create", lambda p: p.create(dict(SPEC, name="rec-mark-race")))
+    outcome = reconcile(seen, "rec-mark-race", "stopped", dict(SPEC, memory_mb=96),
+                        create_metadata={"marker": "mine"})
+    assert outcome["actions"] == ["reconfigure"], outcome  # planned afresh for the VM found
+    described = guarded.describe("rec-mark-race")
+    assert described["memory_mb"] == 96 and described["metadata"] == {}
