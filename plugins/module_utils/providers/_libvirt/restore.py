@@ -6,7 +6,8 @@ A restore copies each disk of a backup, its chain flattened, to new volumes of
 volumes are listed in the domain's metadata like those ``create`` makes (so deleting the VM
 removes them) and the metadata element ``rv:restored`` names the restore record. A restore onto
 the VM the backup was taken of keeps its uuid, forgets its checkpoints (the restored images hold
-none of their bitmaps) and then deletes the managed volumes of the disks it replaced.
+none of their bitmaps) and then deletes the managed volumes of the disks it replaced. A new VM
+does not keep the source's vm_fleet owner marker: no fleet created it, so no prune may delete it.
 
 ``poll`` decides from libvirt alone - the ``rv:restored`` element of the target VM, volumes still
 being copied - so a run that adopts a handle gets the answer the run that started it would get.
@@ -14,6 +15,7 @@ being copied - so a run that adopts a handle gets the answer the run that starte
 import math
 import xml.etree.ElementTree as ET
 
+from ansible_collections.resilient.virt.plugins.module_utils._fleet.desired import OWNER_KEY
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, NotFound, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backup_storage import (
@@ -239,6 +241,12 @@ def _restored_xml(definition, handle, made, current):
     for child in list(rv):
         if child.tag in (qualified("volumes"), qualified("restored")):
             rv.remove(child)
+    items = rv.find(qualified("metadata"))
+    if not handle["same_vm"] and items is not None:
+        # the owner marker says a fleet created the VM (and may prune it): not true of a copy
+        for item in items.findall(qualified("item")):
+            if item.get("key") == OWNER_KEY:
+                items.remove(item)
     # a restored disk is a full copy of the data of a disk that may have come from a base image
     restored = [dict(made[t], base_image=origin.get(t, {}).get("base_image"),
                      clone="copy" if origin.get(t, {}).get("base_image") else None)
