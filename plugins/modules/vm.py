@@ -164,6 +164,9 @@ options:
         O(disks), O(interfaces), O(metadata) and O(tags) the task sets (what it leaves out comes
         from the template). A clone that fails is deleted again.
       - Used only to create the VM; an existing VM is not compared with it.
+      - The task reports the clone as one V(create) in RV(actions) (with RV(changed=true)), the
+        fields it sets on the clone and its O(customization) included, whether or not the clone
+        needed any of them.
     type: str
   customization:
     description:
@@ -456,7 +459,11 @@ vm:
       description: True when the running VM still runs with something other than its configuration.
       type: bool
 actions:
-  description: What the task did (or, in check mode, would do), in order.
+  description:
+    - What the task did (or, in check mode, would do), in order - V(create), V(delete),
+      V(reconfigure), V(start), V(shutdown), V(power_off), V(reboot), V(pause), V(suspend).
+    - V(create) is a new VM, a clone of O(template) included (with what the task sets on the
+      clone and its customization - no V(reconfigure) follows it).
   returned: always
   type: list
   elements: str

@@ -5,7 +5,8 @@ settings' ``ca_path``) with one datacenter, two clusters (DC0_C0, DC0_C1: the av
 zones), three hosts per cluster and two VMs per cluster. The binary
 is built once (lab/run/vcsim/bin) and each simulator used here runs in a temporary directory.
 Errors are classified as GuardedProvider does: the provider's classify_error, then the
-standard classifier.
+standard classifier. Clones made by the vm module run through ansible-playbook against the
+lab's simulator (the ``vsphere`` fixture), read back with a pyVmomi session of the test's own.
 """
 import importlib
 import os
@@ -13,6 +14,7 @@ import shutil
 import socket
 import ssl
 import time
+import uuid
 
 import pytest
 
@@ -404,3 +406,59 @@ def test_password_never_shown(sim, tmp_path):
     for text in shown:
         for secret in secrets:
             assert secret not in text
+
+
+# -- clones through the vm module ---------------------------------------------------------------
+def test_a_clone_made_by_the_vm_module_is_reported_as_a_create(vsphere, tmp_path):
+    """A clone that takes everything from its source (no hardware to change afterwards) is still
+    the task's change: ``changed`` and ``actions`` say so, in check mode too; a rerun changes
+    nothing. The oracle is a pyVmomi session of the test's own on the lab's simulator."""
+    from playbook_runner import play, run_playbook
+    from simulator_session import Simulator
+
+    mark = uuid.uuid4().hex[:6]
+    plain, custom, running = ("clone-%s-%s" % (kind, mark) for kind in ("plain", "custom", "run"))
+    source = "DC0_C0_RP0_VM1"
+    tasks = [
+        {"name": plain, "resilient.virt.vm": {"name": plain, "template": source}},
+        {"name": custom, "resilient.virt.vm": {"name": custom, "template": source,
+                                               "customization": {"hostname": custom}}},
+        {"name": running, "resilient.virt.vm": {"name": running, "template": source,
+                                                "state": "running"}},
+    ]
+    defaults = {"provider": dict(vsphere, name="vcsim-clone"),
+                "state_store": "sqlite:///%s" % (tmp_path / "state.db")}
+    oracle = Simulator(vsphere)
+
+    def run(step, check=False):
+        done = run_playbook(tmp_path, [play(tasks, module_defaults=defaults)], check=check,
+                            name=step)
+        assert done.rc == 0, done
+        return dict((name, done.task(name)) for name in (plain, custom, running))
+
+    wanted = {plain: ["create"], custom: ["create"], running: ["create", "start"]}
+    try:
+        checked = run("check", check=True)
+        for name, actions in wanted.items():
+            assert checked[name]["changed"] is True and checked[name]["actions"] == actions, \
+                checked[name]
+            assert oracle.vm(name) is None  # check mode made nothing
+
+        made = run("clone")
+        for name, actions in wanted.items():
+            assert made[name]["changed"] is True and made[name]["actions"] == actions, made[name]
+            ref = oracle.vm(name)
+            assert ref is not None and not ref.config.template, name
+            assert made[name]["vm"]["uuid"] == ref.config.instanceUuid
+        assert str(oracle.vm(plain).runtime.powerState) == "poweredOff"
+        assert oracle.vm(custom).config.tools.pendingCustomization
+        assert str(oracle.vm(running).runtime.powerState) == "poweredOn"
+
+        again = run("again")
+        for name in wanted:
+            assert again[name]["changed"] is False and again[name]["actions"] == [], again[name]
+            assert len(oracle.vms_named(name)) == 1  # not cloned twice
+    finally:
+        for name in wanted:
+            oracle.remove(name)
+        oracle.close()

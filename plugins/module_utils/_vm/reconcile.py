@@ -207,7 +207,11 @@ def _converge(provider, name, state, spec, current, actions, force, shutdown_tim
                 before = diff_view(vm)
                 vm = _apply(provider, name, verb, arguments,
                             creating if verb == "create" else spec, force, shutdown_timeout)
-                if vm is None or vm.pop("changed", True):  # False: found done by someone else
+                found_done = vm is not None and vm.pop("changed", True) is False
+                # False: found done by someone else. A create that returns made the VM (one
+                # that existed is a Conflict), whatever its last step (a clone's reconfigure
+                # with nothing left to change) says of itself.
+                if verb == "create" or not found_done:
                     done.append(verb)
             return vm, done
         except (Conflict, NotFound) as err:
