@@ -23,7 +23,9 @@ description:
     renews it while it waits. A run that dies leaves a record whose lease expires; the next
     backup of the same VM, or M(resilient.virt.backup_status) with V(reconcile), adopts it -
     follows the provider operation to its real outcome - or marks it Failed with reason
-    C(OwnerLost) when the provider has no trace of it.
+    C(OwnerLost) when the provider has no trace of it. An adoption that fails before the outcome
+    is written (the provider's breaker open, the provider unreachable) gives the record back, its
+    owner and expired lease as they were, so that the next run adopts it at once.
   - The write that moves a record out of InProgress, or to a final phase, is retried through
     state store outages until O(resource_timeout). A wait that times out leaves the record
     InProgress for a later run (or cancels the operation with O(cancel_on_timeout)); a failure is

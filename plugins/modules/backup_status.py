@@ -20,6 +20,10 @@ description:
     provider operation is followed to its real outcome when the provider still knows it, else the
     record is marked Failed with reason C(OwnerLost). A record whose provider is not given (by
     O(provider) or by name in O(providers)) is skipped with a warning.
+  - An adoption (by V(wait) or V(reconcile)) that fails before the record's outcome is written -
+    the provider's circuit breaker open, the provider unreachable, the wait timed out - gives the
+    record back, its owner and expired lease as they were and its phase and history untouched,
+    so that the next run adopts it at once; the task then fails with that error.
 author:
   - resilient.virt developers (!UNKNOWN)
 options:
@@ -74,7 +78,9 @@ options:
         state store failures. Default from C(RESILIENT_VIRT_RESOURCE_TIMEOUT), else V(10m).
     type: raw
   lease:
-    description: How long this task holds a record it adopts without renewing it.
+    description:
+      - How long this task holds a record it adopts without renewing it; a failed adoption gives
+        the record back at once.
     type: raw
     default: 2m
 extends_documentation_fragment:

@@ -309,6 +309,42 @@ def test_a_run_killed_before_the_start_leaves_a_record_that_ends_failed_owner_lo
     assert not any(v.startswith(name + ".") for v in volume_names(conn, "backups", kvm.mark))
 
 
+def test_a_reconcile_refused_by_an_open_breaker_gives_the_record_back_at_once(kvm):
+    """A reconcile takes over a record whose owner died, then the provider's breaker refuses its
+    poll: the task fails with BreakerOpen and writes back the owner and lease the record had, so
+    the next reconcile (the breaker reset) adopts it at once instead of after this one's lease."""
+    name = kvm.mark + "-refused"
+    run = kvm.run([kvm.task("backup", provider="kvm", vm=kvm.vm, name=name, lease="2s")],
+                  env={KILL_ENV: "%s 1 self backup_poll" % kvm.key})
+    assert not any(t.name == "task" and not t.failed for t in run.tasks), run.describe()
+    left = kvm.records()[name]
+    assert left["phase"] == "InProgress" and left["handle"], left
+    _lease_over(kvm, name)
+    run = kvm.run([  # the reconcile's own lease is the default, 2 min
+        kvm.task("circuit_breaker", "open", provider="kvm", state="open"),
+        kvm.task("backup_status", "refused", mode="reconcile"),
+    ])
+    _ok(run, "open")
+    refused = run.task("refused")
+    assert refused.failed and refused["error"]["type"] == "BreakerOpen", refused
+    after = kvm.records()[name]
+    assert (after["owner"], after["lease_until"]) == (left["owner"], left["lease_until"]), after
+    assert after["version"] > left["version"]  # taken over, then given back
+    kept = set(left) - {"version", "updated_at"}
+    assert dict((k, after[k]) for k in kept) == dict((k, left[k]) for k in kept), after
+
+    run = kvm.run([
+        kvm.task("circuit_breaker", "reset", provider="kvm", state="reset"),
+        kvm.task("backup_status", "again", mode="reconcile", lease="2s"),
+    ])
+    _ok(run, "reset")
+    [adopted] = _ok(run, "again", "backup_status")["adopted"]
+    assert adopted["name"] == name and adopted["phase"] == "Completed", adopted
+    record = kvm.records()[name]
+    assert record["phase"] == "Completed" and record["artifact"]["complete"] is True
+    assert record["owner"] != left["owner"]
+
+
 def _outage_env(kvm, seconds):
     flag = str(kvm.tmp_path / ("outage-%d" % kvm.runs))
     path = kvm.store[len("sqlite://"):]

@@ -68,6 +68,20 @@ class Ledger:
                             version=record.get("version"))
         return self.open_store().update(records.NAMESPACE, record["name"], fn)[0]
 
+    def give_back(self, record, previous):
+        """Give back ``record``, taken over (``take``) from ``previous``: its owner and lease as
+        they were, anything else as it is now (``records.give_back``). One attempt: a failure is
+        a warning (the record then stays ours until our lease runs out)."""
+        fn = records.give_back(record["name"], self.owner, previous)
+        try:
+            return self.open_store().update(records.NAMESPACE, record["name"], fn)[0]
+        except Exception as err:  # noqa: BLE001 - the adoption's own error is the one to raise
+            self.warnings.append("%s was not given back after its adoption failed, so a later "
+                                 "run adopts it only once this run's lease runs out (%s): %s"
+                                 % (record["name"], record.get("lease_until"),
+                                    getattr(err, "message", None) or str(err)))
+            return record
+
     def renew(self, record, lease=None, **fields):
         """Renew our lease for ``lease`` seconds (default: the ledger's; 0 releases it) and write
         ``fields``, e.g. progress; a store failure is a warning."""

@@ -165,8 +165,24 @@ class Operations:
     def adopt(self, record, timeout):
         """Take over ``record`` whose owner is gone and follow its operation to its outcome;
         a record without a handle, or whose operation the provider does not know, is Failed
-        with reason OwnerLost."""
+        with reason OwnerLost. An adoption that fails before the record's outcome is written
+        (the provider's breaker open, the provider unreachable, the wait timed out) gives the
+        record back - its owner and lease as they were, its phase and history untouched - so
+        that the next run adopts it at once, then raises its error."""
+        previous = record
         record = self.ledger.take(record)
+        try:
+            return self._adopted(record, timeout)
+        except BaseException as err:
+            back = self.ledger.give_back(record, previous)
+            shown = (getattr(err, "result", None) or {}).get("record")
+            if isinstance(shown, dict) and shown.get("name") == back["name"]:
+                err.result["record"] = dict(shown, **dict(
+                    (field, back.get(field)) for field in ("owner", "lease_until", "version",
+                                                           "updated_at")))
+            raise
+
+    def _adopted(self, record, timeout):
         if not record.get("handle"):
             return self.ledger.move(record, FAILED, reason=OWNER_LOST, errors=list(
                 record.get("errors") or []) + ["its owner %s was lost before the operation "

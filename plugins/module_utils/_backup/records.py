@@ -29,7 +29,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, NotFound, field_error)
 
 __all__ = ("NAMESPACE", "KINDS", "owner_id", "check_name", "new_name", "new_record", "change",
-           "lease_expired", "matches")
+           "give_back", "lease_expired", "matches")
 
 NAMESPACE = "backups"
 KINDS = ("backup", "restore")
@@ -122,6 +122,30 @@ def change(name, owner, phase=None, lease=None, version=None, override=False, cr
             new["lease_until"] = None
         elif lease is not None:
             new["lease_until"] = format_time(now + lease)
+        new["updated_at"] = format_time(now)
+        new["version"] = int(current.get("version") or 0) + 1
+        return new, (new, True)
+
+    return update
+
+
+def give_back(name, owner, previous):
+    """An update function (``StateStore.update``) by which ``owner``, who took ``name`` over
+    from ``previous`` (the record as it was read before the takeover), gives it back: the owner
+    and ``lease_until`` it had (a lease that has run out, so that the next run may take it over
+    at once), the phase, handle, progress, errors and the rest as they are now. A record that
+    ``owner`` no longer holds, or that reached a final phase, is left as it is. Returns
+    ``(record, changed)``."""
+    what = "backup record %s" % name
+
+    def update(current, now):
+        if current is None:
+            raise NotFound("%s does not exist in the state store" % what)
+        if current.get("owner") != owner or current["phase"] in FINAL:
+            return current, (current, False)
+        new = dict(current, owner=previous.get("owner"), lease_until=previous.get("lease_until"))
+        if not lease_expired(new, now):
+            new["lease_until"] = format_time(now)
         new["updated_at"] = format_time(now)
         new["version"] = int(current.get("version") or 0) + 1
         return new, (new, True)

@@ -61,11 +61,11 @@ def run_backup(module):
         raise field_error("keep_last", "%d: keep at least 1 backup, or leave keep_last unset to "
                                        "keep them all" % params["keep_last"])
     _wait_timeout(params)
-    result = _absent(module, ledger) if state == "absent" else \
-        _present_or_restored(module, ledger, state)
-    if ledger.warnings:
+    try:
+        return _absent(module, ledger) if state == "absent" else \
+            _present_or_restored(module, ledger, state)
+    finally:  # a failed task shows them too
         module.warnings.extend(ledger.warnings)
-    return result
 
 
 def _operations(module, ledger, reference=None):
@@ -227,17 +227,16 @@ def run_backup_status(module):
     params = module.params
     ledger = ledger_of(module)
     mode = params["mode"]
-    if mode == "show":
-        result = _show(ledger, params)
-    elif mode == "wait":
-        result = _wait(module, ledger, params)
-    elif mode == "set":
-        result = _set(module, ledger, params)
-    else:
-        result = _reconcile(module, ledger, params)
-    if ledger.warnings:
+    try:
+        if mode == "show":
+            return _show(ledger, params)
+        if mode == "wait":
+            return _wait(module, ledger, params)
+        if mode == "set":
+            return _set(module, ledger, params)
+        return _reconcile(module, ledger, params)
+    finally:  # a failed task shows them too
         module.warnings.extend(ledger.warnings)
-    return result
 
 
 def _selected(ledger, params):
