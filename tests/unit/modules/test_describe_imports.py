@@ -16,6 +16,7 @@ MODULE_UTILS = "ansible_collections.resilient.virt.plugins.module_utils."
 ELSEWHERE = (
     "providers._libvirt.ssh",       # SSH settings given, or a libvirt error to classify
     "providers._libvirt.create",    # create, reconfigure, delete of volumes
+    "providers._libvirt.checks",    # create, reconfigure
     "providers._libvirt.edit",      # reconfigure
     "providers._reconfigure",       # reconfigure
     "_state.memory",                # the state store failed under store_failure=open

@@ -1,11 +1,14 @@
-"""Creating a libvirt VM: the platform its domain asks for, its volumes (given by size or
-cloned from a base image, each in its storage pool), its cloud-init seed, then its definition.
+"""Creating a libvirt VM: the platform its domain asks for, what it refers to on the host
+checked (``checks.py``), its volumes (given by size or cloned from a base image, each in its
+storage pool), its cloud-init seed, then its definition.
 
 Imported by the provider's first create, reconfigure, or delete of a VM with volumes: tasks that
 only read VMs never load it.
 """
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    Conflict, InvalidSpec, NotFound, field_error, field_errors, redact)
+    Conflict, NotFound, field_error, redact)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.checks import (
+    check_host, storage_pool)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import (
     is_error as _is, load as _libvirt)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import SEED_ROLE
@@ -35,8 +38,11 @@ def create(provider, spec):
 
     uuid = str(uuidlib.uuid4())
     domain_type, cpu_mode = _platform(provider, conn, spec)
+    disks = dict(enumerate(spec["disks"]))
+    found = check_host(provider, conn, disks, dict(enumerate(spec["interfaces"])),
+                       "the VM was not created")
     seed = _seed_image(provider, conn, spec, uuid)
-    volumes = create_volumes(provider, conn, spec["name"], uuid[:8], dict(enumerate(spec["disks"])))
+    volumes = create_volumes(conn, spec["name"], uuid[:8], disks, found)
     made = list(volumes.values())
     try:
         if seed:
@@ -95,55 +101,17 @@ def _exists(provider, conn, name):
     return True
 
 
-def _pool(provider, conn, need, name=None):
-    """The active storage pool where ``need`` (``disks[0]``, ``cloud_init``) gets a volume:
-    ``name``, the disk's ``pool`` (InvalidSpec naming ``<need>.pool`` when it is unknown or
-    inactive), else provider.storage_pool."""
-    field = need + ".pool" if name else "provider.storage_pool"
-    name = name or provider.config["storage_pool"]
-    try:
-        pool = conn.storagePoolLookupByName(name)
-    except Exception as exc:
-        if not _is(exc, "NO_STORAGE_POOL"):
-            raise
-        fix = ("create the pool or set provider.storage_pool to an existing one"
-               if field == "provider.storage_pool" else
-               "give an existing pool (virsh pool-list --all), or leave pool out to use "
-               "provider.storage_pool")
-        message = ("storage pool %r does not exist on %s, and %s needs one to create a "
-                   "volume; %s" % (name, provider.key, need, fix))
-        raise field_error(field, message, cause=exc) from exc
-    if pool.isActive():
-        return pool
-    if field == "provider.storage_pool":
-        raise Conflict("storage pool %r on %s is not active; start it (virsh pool-start %s)"
-                       % (name, provider.key, name))
-    raise field_error(field, "storage pool %r on %s is not active; start it (virsh pool-start "
-                             "%s) or give an active pool" % (name, provider.key, name))
-
-
-def create_volumes(provider, conn, name, token, disks):
-    """Create a volume per disk given by size_gb or base_image ({index: validated disk}) in
-    the disk's pool, named after the VM, ``token`` and the index: {index: volume dict}.
-    Every pool and base image is checked before the first volume is made."""
+def create_volumes(conn, name, token, disks, found):
+    """Create a volume per disk of ``found`` ({index: (pool, base image or None)}, what
+    ``checks.check_host`` found for the validated ``disks``, {index: disk}) in its pool, named
+    after the VM, ``token`` and the index: {index: volume dict}. A failure deletes the volumes
+    made before it."""
     from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt import (
         images, spec as domain_spec)
 
-    made = sorted((index, disk) for index, disk in disks.items()
-                  if "size_gb" in disk or "base_image" in disk)
-    pools, bases, errors = {}, {}, []
-    for index, disk in made:
-        where = "disks[%d]" % index
-        try:
-            pools[index] = _pool(provider, conn, where, disk.get("pool"))
-            if "base_image" in disk:
-                bases[index] = images.base_image(conn, pools[index], disk["base_image"],
-                                                 where, provider.key)
-                images.check_size(disk, bases[index][2], where)
-        except InvalidSpec as err:
-            errors.extend(e for e in err.details["errors"] if e not in errors)
-    if errors:
-        raise field_errors(errors, "the disks cannot be created")
+    made = [(index, disks[index]) for index in sorted(found)]
+    pools = dict((index, pool) for index, (pool, _base) in found.items())
+    bases = dict((index, base) for index, (_pool, base) in found.items() if base)
     volumes = {}
     try:
         for index, disk in made:
@@ -170,7 +138,7 @@ def _seed_image(provider, conn, spec, uuid):
     from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.images import (
         seed_files, seed_iso)
 
-    return (_pool(provider, conn, "cloud_init"),
+    return (storage_pool(provider, conn, "cloud_init"),
             seed_iso(seed_files(spec["cloud_init"], uuid, spec["name"])))
 
 

@@ -1,6 +1,7 @@
 """Changes to an existing domain: its persistent XML edited, and the same changes as device
 operations for the running domain (which it may refuse until a restart); :func:`reconfigure`
-makes them for the libvirt provider.
+makes them for the libvirt provider. What a change refers to on the host is checked before the
+definition is written (``checks.py``).
 
 The rules of what may change are ``providers/_reconfigure.py``'s; the elements are ``spec.py``'s,
 so a disk or an interface added later is written as one given at creation. Imported on the
@@ -178,9 +179,13 @@ class DomainEdit:
 
 
 def reconfigure(provider, name, vcpus, memory_mb, changes):
-    """``LibvirtProvider.reconfigure`` of VM ``name`` on ``provider``: its VM dict."""
+    """``LibvirtProvider.reconfigure`` of VM ``name`` on ``provider``: its VM dict. What the
+    change refers to on the host is checked before anything is written
+    (``checks.check_host``)."""
     import uuid as uuidlib
 
+    from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.checks import (
+        check_host)
     from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.create import (
         create_volumes, delete_volumes)
 
@@ -189,6 +194,16 @@ def reconfigure(provider, name, vcpus, memory_mb, changes):
     conn = provider._connection()
     dom = provider._lookup(conn, name)
     edit = DomainEdit(dom.XMLDesc(lv.VIR_DOMAIN_XML_INACTIVE))
+    added = {}
+    nics = {}
+    if "disks" in changes:
+        added = dict((index, validated["disks"][index]) for index, _item in list_changes(
+            "disks", edit.current["disks"], changes["disks"])["add"])
+    if "interfaces" in changes:
+        steps = list_changes("interfaces", edit.current["interfaces"], changes["interfaces"])
+        nics = dict((index, validated["interfaces"][index])
+                    for index, _item in steps["update"] + steps["add"])
+    found = check_host(provider, conn, added, nics, "VM %r was not changed" % name)
     edit.resources(vcpus, memory_mb)
     if "metadata" in changes or "tags" in changes:
         edit.labels(changes.get("metadata"), changes.get("tags"))
@@ -198,10 +213,8 @@ def reconfigure(provider, name, vcpus, memory_mb, changes):
         edit.interfaces(changes["interfaces"], validated["interfaces"])
     volumes = {}
     if "disks" in changes:
-        added = list_changes("disks", edit.current["disks"], changes["disks"])["add"]
-        volumes = create_volumes(provider, conn, name, "%s-%s" % (
-            edit.current["uuid"][:8], uuidlib.uuid4().hex[:6]),
-            dict((index, validated["disks"][index]) for index, _item in added))
+        volumes = create_volumes(conn, name, "%s-%s" % (
+            edit.current["uuid"][:8], uuidlib.uuid4().hex[:6]), added, found)
         edit.disks(changes["disks"], validated["disks"], volumes)
     try:
         conn.defineXML(edit.finish())
