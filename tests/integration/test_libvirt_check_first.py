@@ -1,7 +1,8 @@
 """What a VM refers to on the host is checked before anything is written, through real
 ansible-playbook runs on one lab hypervisor (hv1): networks (they exist and are active),
 bridges, storage pools and images in a pool's directory, on a create and on a change of a running
-VM, so that the corrected task works.
+VM; and a change that the running VM refuses after its definition was written is undone, so the
+corrected task works.
 
 The domains are defined, started and read with libvirt-python (not through the collection): the
 persistent XML, the running domain's interfaces, disks and memory, and the pool's volumes.
@@ -201,3 +202,29 @@ def test_a_create_with_what_the_host_lacks_defines_nothing(lab, hv1, tmp_path):
     assert not existing & set(names.values()), "a refused VM was defined"
     assert not _volumes(conn, token), "a refused VM left a volume"
 
+
+def test_a_change_the_running_vm_refuses_is_undone(lab, hv1, domain_xml, tmp_path):
+    """An image outside every storage pool cannot be checked through libvirt: the running
+    domain refuses it after the definition was written, and the whole change is undone."""
+    conn, token, nets = hv1
+    name = token + "-undo"
+    dom = _running_vm(conn, domain_xml, name, nets["a"])
+    before, live = _persistent(dom), _live(dom)
+    absent = "/%s-nodir/disk.raw" % token
+    run = _run(lab, tmp_path, [
+        ("refused live", {"name": name, "state": "running", "memory_mb": 48,
+                          "disks": [{"path": absent}]}),
+    ], "refused")
+    refused = run.task("refused live")
+    assert refused.failed and absent in refused["msg"], refused
+    assert "the change was taken back" in refused["msg"], refused
+    assert _persistent(dom) == before, "the definition kept a change the VM refused"
+    assert _live(dom) == live
+
+    run = _run(lab, tmp_path, [
+        ("corrected", {"name": name, "state": "running", "memory_mb": 48}),
+    ], "corrected")
+    corrected = run.task("corrected")
+    assert corrected["changed"] is True and corrected["vm"]["memory_mb"] == 48, corrected
+    root = ET.fromstring(_persistent(dom))
+    assert root.findtext("memory") == str(48 * 1024) and not root.findall("devices/disk")

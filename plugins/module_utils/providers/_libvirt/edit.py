@@ -1,7 +1,8 @@
 """Changes to an existing domain: its persistent XML edited, and the same changes as device
 operations for the running domain (which it may refuse until a restart); :func:`reconfigure`
 makes them for the libvirt provider. What a change refers to on the host is checked before the
-definition is written (``checks.py``).
+definition is written (``checks.py``); a step the running domain fails with (other than one a
+restart overcomes) takes the whole change back.
 
 The rules of what may change are ``providers/_reconfigure.py``'s; the elements are ``spec.py``'s,
 so a disk or an interface added later is written as one given at creation. Imported on the
@@ -10,9 +11,9 @@ reconfigure path only.
 import random
 import xml.etree.ElementTree as ET
 
-from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
+from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error, redact
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import (
-    is_error as _is, load as _libvirt)
+    error_code as _code, is_error as _is, load as _libvirt)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import (
     disk_nodes, managed_volumes, mib, parse_domain_xml, qualified)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import (
@@ -45,8 +46,9 @@ def _unqualified(node):
 
 class DomainEdit:
     """The persistent XML of one domain, changed step by step. ``live`` collects the device
-    operations (``attach``, ``detach``, ``update``, each with the device's XML) that make a
-    running domain match; ``kept`` the volumes of removed disks (left in their pools)."""
+    operations that make a running domain match, each ``(operation, device XML, undo)``: the
+    operation (``attach``, ``detach``, ``update``) and the one that takes it back; ``kept`` the
+    volumes of removed disks (left in their pools)."""
 
     def __init__(self, xml):
         self.root = ET.fromstring(xml)
@@ -112,7 +114,7 @@ class DomainEdit:
         for index, _have in changes["remove"]:
             node = nodes[index]
             devices.remove(node)
-            self.live.append(("detach", _text(node)))
+            self.live.append(("detach", _text(node), ("attach", _text(node))))
             source = node.find("source")
             path = None if source is None else source.get("file") or source.get("dev")
             for volume in [v for v in self.volumes if v["path"] == path]:
@@ -126,7 +128,7 @@ class DomainEdit:
             used.append(free_target(disk["bus"], used))
             node = disk_element(disk, path, used[-1])
             self._insert(devices, "disk", node)
-            self.live.append(("attach", _text(node)))
+            self.live.append(("attach", _text(node), ("detach", _text(node))))
             if index in volumes:
                 self.volumes.append(volumes[index])
         self.labels_changed = self.labels_changed or bool(changes["remove"] or volumes)
@@ -140,6 +142,7 @@ class DomainEdit:
         changes = list_changes("interfaces", self.current["interfaces"], wanted)
         for index, item in changes["update"]:
             node = nodes[index]
+            previous = _text(node)
             kind = "network" if item.get("network") else "bridge"
             node.set("type", kind)
             source = node.find("source")
@@ -147,16 +150,16 @@ class DomainEdit:
                 source = ET.SubElement(node, "source")
             source.attrib.clear()
             source.set(kind, item[kind])
-            self.live.append(("update", _text(node)))
+            self.live.append(("update", _text(node), ("update", previous)))
         for index, _have in changes["remove"]:
             devices.remove(nodes[index])
-            self.live.append(("detach", _text(nodes[index])))
+            self.live.append(("detach", _text(nodes[index]), ("attach", _text(nodes[index]))))
         for index, _item in changes["add"]:
             nic = dict(validated[index])
             nic.setdefault("mac", random_mac())
             node = interface_element(nic)
             self._insert(devices, "interface", node)
-            self.live.append(("attach", _text(node)))
+            self.live.append(("attach", _text(node), ("detach", _text(node))))
 
     def finish(self):
         """The persistent XML with this collection's metadata element rewritten."""
@@ -179,9 +182,12 @@ class DomainEdit:
 
 
 def reconfigure(provider, name, vcpus, memory_mb, changes):
-    """``LibvirtProvider.reconfigure`` of VM ``name`` on ``provider``: its VM dict. What the
-    change refers to on the host is checked before anything is written
-    (``checks.check_host``)."""
+    """``LibvirtProvider.reconfigure`` of VM ``name`` on ``provider``: its VM dict.
+
+    What the change refers to on the host is checked before anything is written
+    (``checks.check_host``). A running domain that then refuses a change is brought back to what
+    it ran with, and the definition to what it was (the volumes made for the change deleted), so
+    a failed change is not left half made."""
     import uuid as uuidlib
 
     from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.checks import (
@@ -193,7 +199,8 @@ def reconfigure(provider, name, vcpus, memory_mb, changes):
     lv = _libvirt()
     conn = provider._connection()
     dom = provider._lookup(conn, name)
-    edit = DomainEdit(dom.XMLDesc(lv.VIR_DOMAIN_XML_INACTIVE))
+    before = dom.XMLDesc(lv.VIR_DOMAIN_XML_INACTIVE)
+    edit = DomainEdit(before)
     added = {}
     nics = {}
     if "disks" in changes:
@@ -221,14 +228,21 @@ def reconfigure(provider, name, vcpus, memory_mb, changes):
     except Exception:
         delete_volumes(conn, volumes.values(), best_effort=True)
         raise
+    if dom.isActive():
+        done = []
+        try:
+            _apply_live(dom, edit, vcpus, memory_mb, done)
+        except Exception as exc:
+            err = _undone(provider, conn, dom, before, volumes, done, exc)
+            if err is None:
+                raise
+            raise err from exc
     for volume in edit.kept:
         provider.warnings.append(
             "disk %s was removed from VM %r; its volume %s in pool %s is kept (delete it "
             "with: virsh vol-delete --pool %s %s)"
             % (volume["target"], name, volume["name"], volume["pool"], volume["pool"],
                volume["name"]))
-    if dom.isActive():
-        _apply_live(dom, edit, vcpus, memory_mb)
     if "autostart" in changes and bool(dom.autostart()) != changes["autostart"]:
         dom.setAutostart(int(changes["autostart"]))
     return provider._vm(conn, dom)
@@ -252,21 +266,25 @@ def _changes_spec(name, vcpus, memory_mb, changes):
     return validate_spec(dict(checked, name=name, vcpus=vcpus or 1, memory_mb=memory_mb or 16))
 
 
-def _apply_live(dom, edit, vcpus, memory_mb):
-    """Bring the running ``dom`` to the edited definition as far as it can go live."""
+def _apply_live(dom, edit, vcpus, memory_mb, done):
+    """Bring the running ``dom`` to the edited definition as far as it can go live; ``done``
+    collects how to take back each step made, ``(method, argument)`` each."""
     lv = _libvirt()
     live = parse_domain_xml(dom.XMLDesc(0))
-    steps = [(dom.setVcpusFlags, vcpus, live["vcpus"], vcpus),
+    steps = [(dom.setVcpusFlags, vcpus, live["vcpus"], vcpus, 3),
              (dom.setMemoryFlags, memory_mb, live["memory_mb"],
-              None if memory_mb is None else memory_mb * 1024)]
-    for setter, wanted, current, argument in steps:
+              None if memory_mb is None else memory_mb * 1024, 2)]
+    for setter, wanted, current, argument, field in steps:
         if wanted is not None and wanted != current:
-            _live(setter, argument)
-    for operation, xml in edit.live:
-        method = {"attach": dom.attachDeviceFlags, "detach": dom.detachDeviceFlags,
-                  "update": dom.updateDeviceFlags}[operation]
-        _live(method, xml)
-    if edit.labels_changed:
+            previous = dom.info()[field]  # vCPUs, memory in KiB, as the domain runs now
+            if _live(setter, argument):
+                done.append((setter, previous))
+    methods = {"attach": dom.attachDeviceFlags, "detach": dom.detachDeviceFlags,
+               "update": dom.updateDeviceFlags}
+    for operation, xml, (undo, previous) in edit.live:
+        if _live(methods[operation], xml):
+            done.append((methods[undo], previous))
+    if edit.labels_changed:  # the last step: nothing after it to take back
         from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import (
             NAMESPACE)
         _live(lambda xml, flags: dom.setMetadata(
@@ -274,10 +292,60 @@ def _apply_live(dom, edit, vcpus, memory_mb):
 
 
 def _live(method, argument):
-    """One change to the running domain; a refusal that only a restart overcomes is left
-    for the restart (the definition has the change)."""
+    """One change to the running domain: True when made; False when refused in a way that
+    only a restart overcomes (it is left for the restart: the definition has the change)."""
     try:
         method(argument, _libvirt().VIR_DOMAIN_AFFECT_LIVE)
     except Exception as exc:
         if not _is(exc, *_NEEDS_RESTART):
             raise
+        return False
+    return True
+
+
+def _undone(provider, conn, dom, before, volumes, done, exc):
+    """The error to raise for ``exc``, a step the running ``dom`` refused after its definition
+    was written: the steps made (``done``) are taken back in reverse order, the definition
+    ``before`` is written again and the ``volumes`` made for the change are deleted unless the
+    running domain still holds them. None when ``exc`` is no libvirt error (raise it as it is)."""
+    from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.create import (
+        delete_volumes)
+
+    err = provider.classify_error(exc)
+    if err is None:
+        return None
+    lv = _libvirt()
+    left = []
+    for method, argument in reversed(done):
+        try:
+            method(argument, lv.VIR_DOMAIN_AFFECT_LIVE)
+        except Exception as undo_exc:  # noqa: BLE001 - every other step is still taken back
+            if _code(undo_exc) is None:
+                raise
+            left.append(redact(undo_exc.get_error_message() or undo_exc))
+    try:
+        conn.defineXML(before)
+    except Exception as undo_exc:  # noqa: BLE001 - the refusal is the error to report
+        if _code(undo_exc) is None:
+            raise
+        note = ("and its definition could not be written back (%s): it keeps the change; "
+                "run the task again with what it had, or fix what was refused"
+                % redact(undo_exc.get_error_message() or undo_exc))
+    else:
+        note = "its definition is as before"
+    held = []
+    try:
+        held = [d["path"] for d in parse_domain_xml(dom.XMLDesc(0))["disks"]]
+    except Exception as undo_exc:  # noqa: BLE001 - unknown: delete none
+        if _code(undo_exc) is None:
+            raise
+        held = [v["path"] for v in volumes.values()]
+    delete_volumes(conn, [v for v in volumes.values() if v["path"] not in held], best_effort=True)
+    kept = sorted(v["name"] for v in volumes.values() if v["path"] in held)
+    message = "%s; the change was taken back from the running VM, %s" % (err.message, note)
+    if left:
+        message += ("; the running VM could not be brought back entirely (%s), so it reports "
+                    "restart_required until it is stopped and started" % "; ".join(left))
+    if kept:
+        message += "; the running VM still holds the new volume(s) %s, kept" % ", ".join(kept)
+    return type(err)(message, cause=exc, details=err.details)
