@@ -8,12 +8,17 @@ which failures are retried and how long to wait). Each attempt, in this order:
    turn would come too late; see below);
 3. asks the circuit breaker ``key`` for a permit (BreakerOpen fails the call at once: it is
    never retried);
-4. for attempt 2 and later, runs ``look()`` first when given: ``(True, result)`` means an
+4. for attempt 2 and later of a mutating call, waits until the work of the earlier attempts
+   has ended: an abandoned attempt's thread and the operations it recorded
+   (``inflight.py``), within this attempt's time limit; when the limit comes first the attempt
+   ends with Timeout and starts nothing;
+5. for attempt 2 and later, runs ``look()`` first when given: ``(True, result)`` means an
    earlier attempt already did the work (a mutating call that failed after changing the
    provider, or that timed out and finished later), so ``result`` is returned and ``fn`` is not
    called again;
-5. runs ``fn()`` bounded by the operation timeout, shortened to what is left of the deadline;
-6. reports the outcome to the breaker. A call that the local deadline (not the provider's
+6. runs ``fn()`` bounded by the operation timeout, shortened to what is left of the deadline
+   (steps 4 and 5 share that bound);
+7. reports the outcome to the breaker. A call that the local deadline (not the provider's
    operation timeout) cut short gives no verdict: its permit is only released.
 
 ``settings.deadline``, when set, bounds the whole call: rate limit waits, attempts (each one
@@ -41,7 +46,9 @@ refusals by the breaker and the breaker's state changes (see ``stats.py``).
 * ``after_attempt(attempt, outcome, error, duration)``: after each attempt that called
   ``fn``/``look``; outcome ``"ok"``, ``"error"`` or ``"timeout"`` (abandoned after its limit);
 * ``scrub(text) -> text``: removes secrets from an attempt's error message before the breaker
-  records it and the call raises it.
+  records it and the call raises it;
+* ``status(handle) -> state``: the state (running, success, error) of an operation an attempt
+  recorded (``inflight.record_started``); without it, recorded operations are not followed.
 """
 import time
 
@@ -52,6 +59,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadlin
     Deadline, run_with_timeout)
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     BreakerOpen, StoreUnavailable, Timeout, VirtError, classify)
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.inflight import InFlight
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.rate_limit import RateLimiter
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.retry import run_with_retry
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.stats import CallStats
@@ -95,6 +103,7 @@ class Policy:
         timeout = self.settings.timeout_for(op_class)
         explicit = self.settings.deadline
         deadline = Deadline.after(explicit) if explicit else Deadline()
+        inflight = InFlight(getattr(self.hooks, "status", None)) if op_class == "mutating" else None
 
         def attempt(att):
             if deadline.expired() and not att.at_deadline:
@@ -114,7 +123,7 @@ class Policy:
                 self._record(self._breaker.release, deadline, permit)
                 raise Timeout("%s: no time left before the deadline of the call" % name)
             return self._attempt(att, fn, look if att.number > 1 else None, permit, budget,
-                                 budget < timeout, name, deadline)
+                                 budget < timeout, name, deadline, inflight)
 
         def on_retry(att, error, delay):
             self.stats.on_retry(delay)
@@ -143,18 +152,29 @@ class Policy:
             if warning not in self.warnings:
                 self.warnings.append(warning)
 
-    def _attempt(self, att, fn, look, permit, budget, cut_by_deadline, name, deadline):
+    def _attempt(self, att, fn, look, permit, budget, cut_by_deadline, name, deadline,
+                 inflight=None):
         finished = []
+        mine = inflight.start(att.number) if inflight is not None else None
 
         def work():
+            if mine is not None:
+                mine.begin()
             try:
                 self.stats.on_attempt()
+                if mine is not None and att.number > 1:
+                    inflight.settle(mine)
                 if look is not None:
                     done, result = look()
                     if done:
                         return result
+                if mine is not None and not mine.enter():
+                    raise Timeout("%s: attempt %d was abandoned before it started" % (
+                        name, att.number))
                 return fn()
             finally:
+                if mine is not None:
+                    mine.end()
                 finished.append(True)
 
         after = getattr(self.hooks, "after_attempt", None)
@@ -168,6 +188,8 @@ class Policy:
                 err.message = scrub(err.message)
                 err.args = (err.message,)
             abandoned = not finished and isinstance(err, Timeout)
+            if abandoned and mine is not None and not mine.abandon() and inflight.waiting_for:
+                err = inflight.timeout_error(name, budget, err)
             if abandoned and cut_by_deadline:
                 self._record(self._breaker.release, deadline, permit)
             elif self._record(self._breaker.on_failure, deadline, permit, err):

@@ -16,7 +16,11 @@ already did the work: create -> a VM of that name exists; delete -> the VM is go
 the VM is in the wanted state (on: running; off, shutdown: stopped; pause: paused; suspend:
 suspended; reboot is always redone); reconfigure -> the VM has every wanted value
 (``_reconfigure.differences``); migrate -> the VM is on the target;
-backup_start -> polling the handle finds the operation (running or finished).
+backup_start -> polling the handle finds the operation (running or finished). Before that look,
+the retry waits for the work of the earlier attempts to end (``_resilience/inflight.py``): an
+abandoned attempt goes on in its thread, and an operation a backend recorded with
+``Provider.started`` is followed through ``task_status``; a retry never starts the work again
+while the first may still be doing it.
 
 A graceful shutdown that the guest does not finish within its timeout raises Timeout at once:
 the provider answered, so it is neither retried nor counted by the circuit breaker.
@@ -71,6 +75,13 @@ class _AttemptHooks:
 
     def scrub(self, text):
         return self.provider.scrub(text)
+
+    def status(self, handle):
+        """The state of an operation an attempt started (``Provider.started``): running,
+        success or error; None when the provider cannot tell."""
+        if "task_status" not in self.provider.capabilities:
+            return None
+        return self.provider.task_status(handle).get("state")
 
     def after_attempt(self, attempt, outcome, error, duration):
         if outcome == "timeout":

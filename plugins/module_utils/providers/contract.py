@@ -22,6 +22,9 @@ A backend subclasses :class:`Provider`, sets ``type_name``, ``capabilities`` and
 Backends raise errors of ``plugins.module_utils.errors`` or let their library's exceptions out:
 ``classify_error`` then maps those into the taxonomy. Calls reach a backend through
 ``GuardedProvider`` (retries, breaker, rate limit, timeouts), so a backend does one attempt only.
+An attempt abandoned at its time limit goes on in its thread and is waited for by the retry: a
+backend lets it finish its work (never stops it halfway because a newer attempt exists), and
+names the platform's long operations it starts with :meth:`Provider.started`.
 
 VM names are checked by :meth:`Provider.check_name` before any call that takes one; backends
 extend it with what their platform refuses or mishandles. Secret options (``Option(secret=True)``)
@@ -269,6 +272,18 @@ class Provider:
         """The configuration with secret values replaced, fit for results and logs."""
         return dict((k, "********" if self.options[k].secret else v)
                     for k, v in self.config.items())
+
+    def started(self, handle: str) -> None:
+        """Say that the operation in progress has started a long operation on the platform
+        whose state ``task_status(handle)`` answers (a vSphere task id), before waiting for it.
+
+        If the attempt is abandoned at its time limit, its retry follows that operation until
+        it ends instead of starting the work again; call it as soon as the handle is known.
+        """
+        from ansible_collections.resilient.virt.plugins.module_utils._resilience.inflight import (
+            record_started)
+
+        record_started(handle)
 
     def unsupported(self, operation: str) -> NotSupported:
         return NotSupported("%s provider does not support %s" % (self.type_name, operation))
