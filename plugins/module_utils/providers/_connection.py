@@ -3,9 +3,9 @@
 """The one connection (or session) of a provider object, shared by its calls.
 
 It is opened on first use. A call abandoned at its time limit drops it without closing it
-(closing would wait on the endpoint that hangs) and moves ``generation`` on, so that a
-connection opened meanwhile by the abandoned call stays that call's own, and loops that watch
-``generation`` stop. Closing never waits longer than its time limit.
+(closing would wait on the endpoint that hangs, and the abandoned call goes on with it) and
+moves ``generation`` on, so that a connection opened meanwhile by the abandoned call stays that
+call's own. Closing never waits longer than its time limit.
 """
 import threading
 

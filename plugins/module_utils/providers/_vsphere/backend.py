@@ -456,9 +456,11 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         return self._vm_dicts(session, found)[0]
 
     def _wait(self, session, task, what, timeout=None):
-        """Poll ``task`` until it ends: its result, its fault raised, or Timeout."""
+        """Poll ``task`` until it ends: its result, its fault raised, or Timeout. The task is
+        named to the retry first (``started``), and an abandoned attempt polls on, so that its
+        work ends as it would have and the retry that waits for it finds it done."""
+        self.started(task._moId)
         limit = self.config["task_timeout"] if timeout is None else timeout
-        generation = self._shared.generation
         end = time.monotonic() + limit
         delay = 0.02
         while True:
@@ -468,7 +470,7 @@ class VSphereProvider(SharedConnectionMixin, Provider):
             if info.state == "error":
                 raise info.error
             left = end - time.monotonic()
-            if left <= 0 or generation != self._shared.generation:
+            if left <= 0:
                 raise Timeout("%s on %s still running after %gs (task %s); see task_status"
                               % (what, self.key, limit, task._moId),
                               details={"task_id": task._moId, "timeout": limit})
@@ -632,19 +634,17 @@ class VSphereProvider(SharedConnectionMixin, Provider):
 
     def _finish(self, session, ref, name, work):
         """``work()`` on the new VM ``ref``: its VM dict. When it fails, the VM is deleted again
-        and its error raised (a warning says when the VM could not be deleted); a call abandoned
-        by its time limit leaves the VM to the caller's look."""
-        generation = self._shared.generation
+        and its error raised (a warning says when the VM could not be deleted), also in an
+        attempt abandoned by its time limit: the retry waits for it, then looks."""
         try:
             return work()
         except Exception:
-            if generation == self._shared.generation:
-                try:
-                    self._wait(session, ref.Destroy_Task(), "deleting the half-made VM %r" % name)
-                except Exception as exc:  # noqa: BLE001 - the step's error is the one to raise
-                    self.warnings.append("VM %r was created, then a step failed, and deleting it "
-                                         "failed too (%s); delete it by hand" % (
-                                             name, self.scrub(str(exc))))
+            try:
+                self._wait(session, ref.Destroy_Task(), "deleting the half-made VM %r" % name)
+            except Exception as exc:  # noqa: BLE001 - the step's error is the one to raise
+                self.warnings.append("VM %r was created, then a step failed, and deleting it "
+                                     "failed too (%s); delete it by hand" % (
+                                         name, self.scrub(str(exc))))
             raise
 
     def delete(self, name):

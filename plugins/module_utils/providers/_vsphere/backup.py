@@ -204,9 +204,10 @@ def _task_state(info):
 
 
 def _wait(provider, session, moref, what):
-    """Poll task ``moref`` until it ends; its TaskInfo paths (None when forgotten), or Timeout."""
+    """Poll task ``moref`` until it ends; its TaskInfo paths (None when forgotten), or Timeout.
+    The task is named to the retry first (``Provider.started``); an abandoned attempt polls on."""
+    provider.started(moref)
     limit = provider.config["task_timeout"]
-    generation = provider._shared.generation
     end = time.monotonic() + limit
     delay, longest = _POLL_INTERVAL
     while True:
@@ -214,7 +215,7 @@ def _wait(provider, session, moref, what):
         if info is None or _task_state(info) != "running":
             return info
         left = end - time.monotonic()
-        if left <= 0 or generation != provider._shared.generation:
+        if left <= 0:
             raise Timeout("%s on %s still running after %gs (task %s)"
                           % (what, provider.key, limit, moref),
                           details={"task_id": moref, "timeout": limit})
