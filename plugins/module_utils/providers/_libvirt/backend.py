@@ -14,6 +14,7 @@ ids), so ``task_status`` is not a capability; neither is ``migrate``. Backups ar
 its volumes and seed in ``create.py``, loaded by a create, a reconfigure or a delete of volumes;
 reconfiguring one in ``edit.py``, loaded by a reconfigure.
 """
+import atexit
 import fnmatch
 import re
 import sys
@@ -70,10 +71,21 @@ _CODES = (
 )
 
 
+_ABANDONED = []  # connections of abandoned calls, kept open for them until the process exits
+
+
 def _forget(conn):
-    """libvirt-python closes a connection in ``__del__`` while ``_o`` is set: never do that for
-    one a hung call abandoned (closing would wait on the hung daemon)."""
-    conn._o = None
+    """An abandoned call goes on with ``conn`` (the retry waits for its work to end), so it
+    stays open for it. libvirt-python closes a connection in ``__del__``, which would wait on a
+    hung daemon: a reference is kept until the process exits, and then nothing closes it."""
+    if not _ABANDONED:
+        atexit.register(_never_close)
+    _ABANDONED.append(conn)
+
+
+def _never_close():
+    for conn in _ABANDONED:
+        conn._o = None
 
 
 def _leases(conn, vms):
