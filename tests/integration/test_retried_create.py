@@ -32,14 +32,23 @@ RESILIENCE = {"timeout_mutating": "%gs" % ATTEMPT_LIMIT, "base_delay": "%gs" % R
               "max_attempts": 3, "failure_threshold": 10}
 
 
-def _run_with_freeze(tmp_path, provider, name, pid):
+# The provider stays frozen past the start of the retries (thawed 9 s after the first attempt,
+# retries from 4 s on): each retry waits for the first attempt's create, none sends another.
+LONG_THAW_AFTER = 9.0
+LONG_RESILIENCE = {"timeout_mutating": "%gs" % ATTEMPT_LIMIT, "base_delay": "1s",
+                   "max_attempts": 5, "failure_threshold": 10}
+
+
+def _run_with_freeze(tmp_path, provider, name, pid, thaw_after=THAW_AFTER, resilience=None,
+                     extra=None):
     attempts, outcomes = str(tmp_path / "attempts.jsonl"), str(tmp_path / "outcomes.jsonl")
     env = dict(plugin_env("observer_plugin", "freeze_plugin"), **{
         ATTEMPTS_ENV: attempts, OUTCOMES_ENV: outcomes,
-        FREEZE_ENV: "%d:%g" % (pid, THAW_AFTER), MARKER_ENV: str(tmp_path / "frozen-once"),
+        FREEZE_ENV: "%d:%g" % (pid, thaw_after), MARKER_ENV: str(tmp_path / "frozen-once"),
     })
-    task = {"name": "create", "resilient.virt.vm": {
-        "name": name, "vcpus": 1, "memory_mb": 64, "state": "running", "resilience": RESILIENCE}}
+    task = {"name": "create", "resilient.virt.vm": dict({
+        "name": name, "vcpus": 1, "memory_mb": 64, "state": "running",
+        "resilience": resilience or RESILIENCE}, **(extra or {}))}
     store = "sqlite:///%s" % (tmp_path / "state.db")
     try:
         run = run_playbook(tmp_path, [play([task], module_defaults={
@@ -98,6 +107,66 @@ def test_vsphere(lab, vsphere, tmp_path):
         assert len(mine) == 1
         assert reported in (mine[0].config.instanceUuid, mine[0].config.uuid)
         assert mine[0].runtime.powerState == "poweredOn"
+    finally:
+        sim.remove(name)
+        sim.close()
+
+
+def _check_long(run, attempts, outcomes):
+    """The freeze outlasted the first retries: they waited, the create was sent once."""
+    assert run.rc == 0, run
+    created = run.task("create")
+    assert created["changed"] is True and created["actions"] == ["create", "start"], created
+    calls = [a["operation"] for a in attempts]
+    assert calls.count("create") == 1, calls
+    create_outcomes = [o["outcome"] for o in outcomes if o["operation"] == "create"]
+    assert create_outcomes[0] == "timeout" and create_outcomes[-1] == "ok", outcomes
+    assert len(create_outcomes) >= 3, outcomes  # at least one retry timed out waiting
+    return created["vm"]["uuid"]
+
+
+def test_libvirt_frozen_past_the_retries_defines_and_copies_once(lab, tmp_path):
+    """With a disk (a volume made before the define), frozen while the define is pending."""
+    hv = lab.hypervisor("hv2")
+    name = "retried-%s" % uuid.uuid4().hex[:6]
+    provider = {"type": "libvirt", "name": "hv2-frozen-long", "uri": hv.uri, "domain_type": "qemu"}
+    conn = libvirt.open(hv.uri)
+    try:
+        run, attempts, outcomes = _run_with_freeze(
+            tmp_path, provider, name, hv.daemon_pid("libvirtd"), LONG_THAW_AFTER,
+            LONG_RESILIENCE, {"disks": [{"size_gb": 1}]})
+        try:
+            assert os.path.exists(tmp_path / "frozen-once.fired"), "the provider was never frozen"
+            reported = _check_long(run, attempts, outcomes)
+            mine = [dom for dom in conn.listAllDomains(0) if dom.name() == name]
+            assert len(mine) == 1 and mine[0].UUIDString() == reported and mine[0].isActive()
+            volumes = [vol.name() for pool in conn.listAllStoragePools(0) if pool.isActive()
+                       for vol in pool.listAllVolumes(0) if vol.name().startswith(name + "-")]
+            assert len(volumes) == 1, volumes
+        finally:
+            remove_domain(hv.uri, name)
+            for pool in conn.listAllStoragePools(0):
+                if pool.isActive():
+                    for vol in pool.listAllVolumes(0):
+                        if vol.name().startswith(name + "-"):
+                            vol.delete(0)
+    finally:
+        conn.close()
+
+
+def test_vsphere_frozen_past_the_retries_creates_once(lab, vsphere, tmp_path):
+    vcsim = importlib.import_module("vcsim")
+    name = "retried-%s" % uuid.uuid4().hex[:6]
+    sim = Simulator(vsphere)
+    try:
+        run, attempts, outcomes = _run_with_freeze(
+            tmp_path, dict(vsphere, name="vcsim-frozen-long"), name,
+            vcsim.status(lab.run_dir)["pid"], LONG_THAW_AFTER, LONG_RESILIENCE)
+        assert os.path.exists(tmp_path / "frozen-once.fired"), "the provider was never frozen"
+        reported = _check_long(run, attempts, outcomes)
+        mine = sim.vms_named(name)
+        assert len(mine) == 1, "%d VMs named %s" % (len(mine), name)
+        assert reported in (mine[0].config.instanceUuid, mine[0].config.uuid)
     finally:
         sim.remove(name)
         sim.close()
