@@ -18,6 +18,16 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import Inter
 LIMIT = 0.3  # timeout_mutating of every call here
 
 
+@pytest.fixture
+def store(sqlite_url):
+    """What is followed lives in the call, not the store: SQLite alone is enough here."""
+    from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
+
+    opened = open_store(sqlite_url)
+    yield opened
+    opened.close()
+
+
 def _policy(store, hooks=None, **option):
     option = dict({"base_delay": "10ms", "max_delay": "20ms", "timeout_mutating": LIMIT,
                    "failure_threshold": 100}, **option)
