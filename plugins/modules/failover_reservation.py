@@ -49,6 +49,13 @@ options:
       - Flavor name glob pattern to the number of slots a VM of that flavor needs; the highest
         matching count wins, a VM with an empty flavor needs none, C(*) does not match C(/).
       - VMs listed from providers take their flavor from their metadata key C(flavor).
+      - A count is a whole number from V(0) to V(100) (the hypervisor failures a VM survives).
+        A count that a VM of the fleet could never hold - more slots than the fleet has
+        hypervisors besides the VM's own, since a VM's slots are on distinct hypervisors other
+        than its own - fails the task with C(InvalidSpec) naming the pattern
+        (C(requirements['web'])), before anything is stored. A VM whose zone, or whose traits,
+        leave fewer hypervisors than it requires is planned short instead, its C(why) in
+        RV(vm_status) saying so.
     type: dict
   max_vms_to_process:
     description: VMs given slots per cycle at most, in a window that moves every cycle (V(0) - all); at least V(0).
@@ -137,6 +144,10 @@ notes:
     and concurrent runs for the same creator are serialised.
   - Free capacity of a hypervisor is its capacity minus its VMs minus every failover reservation
     held on it, of any creator.
+  - With O(resilience.deadline) set, planning one cycle (every strategy, order and the plan it
+    may move towards) takes at most that long - counted from the start of the cycle - and a cycle
+    that runs out of time fails the task with C(Timeout) naming the deadline, storing nothing;
+    the reservations stay as the last cycle left them. Unset, planning has no time limit.
 seealso:
   - module: resilient.virt.vm_info
 """
@@ -400,6 +411,8 @@ class FailoverReservationModule(ResilientModule):
         return Fleet.listed(sorted(self.opened.items(), key=lambda pair: str(pair[0])))
 
     def _present(self):
+        from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import (
+            check_requirements_met)
         from ansible_collections.resilient.virt.plugins.module_utils._failover.reconcile import run_cycle
         from ansible_collections.resilient.virt.plugins.module_utils._failover.settings import FailoverSettings
 
@@ -414,10 +427,14 @@ class FailoverReservationModule(ResilientModule):
             path="",
         )
         fleet = self._fleet()
+        # a count no VM could hold fails before the store is read or written
+        check_requirements_met(settings.requirements, fleet.hypervisors, fleet.vms)
         hypervisors = fleet.with_capacity_held_by(self.book.foreign())
+        deadline = self.settings.deadline or None  # planning stops with Timeout past it
 
         def cycle(reservations, counter, now):
-            return run_cycle(hypervisors, fleet.vms, reservations, settings, now, counter, fleet.running)
+            return run_cycle(hypervisors, fleet.vms, reservations, settings, now, counter, fleet.running,
+                             deadline=deadline)
 
         native = None
         if self.check_mode:

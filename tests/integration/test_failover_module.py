@@ -107,6 +107,50 @@ def test_plan_check_mode_diff_convergence_and_absent(tmp_path):
     assert bad_vm.failed and "vms[0]" in bad_vm["msg"]
 
 
+def test_counts_no_vm_can_hold_fail_at_once_and_store_nothing(tmp_path):
+    """A requirement of 10^9 slots once ran the worker for more than 10 minutes (the bound
+    counted reservations up one by one); it is refused at once now, as is a count above the
+    fleet's other hypervisors, and a count of 100 (the most) on 101 hypervisors is planned."""
+    url = "sqlite:///%s" % (tmp_path / "state.db")
+    two = HYPERVISORS[:2]
+    web = [{"uuid": "vm-web", "host": "kvm1", "az": "az1", "flavor": "web", "vcpus": 4, "memory_mb": 8192}]
+    many = [{"name": "kvm%03d" % i, "az": "az1", "cpu": 32, "memory_mb": 131072} for i in range(101)]
+    tasks = [
+        {"name": "a billion slots", "ignore_errors": True,
+         FO: dict(hypervisors=two, vms=web, requirements={"web": 10 ** 9}, creator="huge")},
+        {"name": "more slots than other hypervisors", "ignore_errors": True,
+         FO: dict(hypervisors=two, vms=web, requirements={"*": 1, "web": 2}, creator="over")},
+        {"name": "a hundred slots", FO: dict(hypervisors=many, vms=[dict(web[0], host="kvm000")],
+                                              requirements={"web": 100}, creator="most")},
+        {"name": "planning past the deadline", "ignore_errors": True,
+         FO: dict(hypervisors=many, vms=[dict(web[0], host="kvm000")], requirements={"web": 100},
+                  creator="late", resilience={"deadline": "1ms"})},
+    ]
+    run = run_playbook(tmp_path, [play(tasks, module_defaults={"state_store": url})], timeout=120)
+    assert run.rc == 0, run
+    assert "Traceback" not in run.output and "dead state" not in run.output
+
+    huge = run.task("a billion slots")
+    assert huge.failed and huge["error"]["type"] == "InvalidSpec", huge
+    assert huge["msg"].startswith("InvalidSpec: requirements['web']: the count 1000000000 ")
+    assert "give at most 100" in huge["msg"]
+    assert huge.duration < 30, huge.duration
+    over = run.task("more slots than other hypervisors")
+    assert over.failed and over["error"]["type"] == "InvalidSpec", over
+    assert over["msg"].startswith("InvalidSpec: requirements['web']: VM vm-web ")
+    assert "give at most 1" in over["msg"]
+
+    most = run.task("a hundred slots")
+    assert most["summary"]["vms_covered"] == 1 and most["summary"]["reservations"] == 100, most
+    assert most["summary"]["lower_bound_reservations"] == 100
+    assert most.duration < 60, most.duration
+
+    late = run.task("planning past the deadline")
+    assert late.failed and late["error"]["type"] == "Timeout", late
+    assert "resilience.deadline (0.001s)" in late["msg"] and "nothing was stored" in late["msg"]
+    assert sorted(store_records(url, "failover")) == ["most"]
+
+
 def _domain_on(uri, name):
     conn = libvirt.open(uri)
     try:

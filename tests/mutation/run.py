@@ -107,9 +107,19 @@ MUTANTS = {
         "a reservation shrinks below the largest VM it serves"),
     "bound-ignores-sharing": (
         FAILOVER + "bounds.py",
-        "            sharing += 1\n",
-        "            break\n",
+        "        sharing = max(sharing, reservations_for_pairs(pairs + needed_barred))\n",
+        "        sharing = 0\n",
         "the lower bound forgets that two-slot VMs never share both slots"),
+    "bound-pairs-rounded-down": (
+        FAILOVER + "bounds.py",
+        "    return most if most * (most - 1) // 2 >= pairs else most + 1\n",
+        "    return most\n",
+        "the lower bound takes one reservation too few when the pairs need more than a count gives"),
+    "search-a-slot-short": (
+        FAILOVER + "reconcile.py",
+        "            missing = min(missing, self._hosts_left(vm, former, needs, az))\n",
+        "            missing = min(missing, self._hosts_left(vm, former, needs, az) - 1)\n",
+        "a VM requiring three or more slots is searched for one fewer than its zone can give"),
     "one-slot-vms-kept-apart": (
         FAILOVER + "reconcile.py",
         "        kinds = (True,) if multi else (False, True)\n",

@@ -31,7 +31,8 @@ the VMs of at least s MiB and n(v) how many slots v requires. ``count(s)`` is th
 
 Each other term only grows as s decreases, and so does ``count``. Computed in one pass over the
 sizes, largest first, keeping the two largest N, D and V with their hosts and the sixteen largest
-B_H: O(VMs log VMs), and 16^2 steps per size where those sixteen change.
+B_H: O(VMs log VMs), and 16^2 steps per size where those sixteen change; the reservations the
+pairs need are found in closed form (:func:`reservations_for_pairs`), whatever the counts.
 
 The failure bound is reported alone (``failure_memory_mb``, ``failure_reservations``): sort each
 hypervisor's VMs by memory, largest first, and let m_j be the largest j-th value over the zone's
@@ -42,10 +43,11 @@ is at most N_H(s), or N_H1(s) + D_H2(s) (each VM adds at least 1 to N_H, and eac
 more at least 1 to D_H), so ``count`` already holds it and leaves it out.
 """
 import itertools
+import math
 
 from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import required_count
 
-__all__ = ("LowerBound", "lower_bound")
+__all__ = ("LowerBound", "lower_bound", "reservations_for_pairs")
 
 
 class LowerBound:
@@ -127,6 +129,17 @@ def _barred_pairs(barred, vms):
     return total
 
 
+def reservations_for_pairs(pairs):
+    """The fewest reservations r whose r (r - 1) / 2 pairs number at least ``pairs``, in closed
+    form: (2r - 1)^2 <= 8 pairs + 1 holds for r up to (1 + isqrt(8 pairs + 1)) // 2, the most r
+    with r (r - 1) / 2 <= pairs; one more when that r gives fewer. Time does not grow with the
+    slots VMs require (a VM requiring n slots brings n (n - 1) / 2 pairs)."""
+    if pairs <= 0:
+        return 0
+    most = (1 + math.isqrt(8 * pairs + 1)) // 2
+    return most if most * (most - 1) // 2 >= pairs else most + 1
+
+
 def _zone_steps(items):
     """(size, count, failure count) per size, largest first, of one zone's (memory, host, n)."""
     slots, spare = _Leaders(), _Leaders()  # N_H and D_H
@@ -150,8 +163,7 @@ def _zone_steps(items):
             barred.raise_to(host, held * (held - 1) // 2 - own_pairs.get(host, 0))
         if barred.top is not ranked:  # a new list: its hosts or values changed
             ranked, needed_barred = barred.top, _barred_pairs(barred, vms)
-        while sharing * (sharing - 1) // 2 < pairs + needed_barred:
-            sharing += 1
+        sharing = max(sharing, reservations_for_pairs(pairs + needed_barred))
         steps.append((size, max(slots.top[0][0], slots.pair(spare), sharing),
                       max(vms.top[0][0], multi.pair(multi))))
     return steps

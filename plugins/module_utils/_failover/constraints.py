@@ -15,7 +15,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.model imp
 from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
 
 __all__ = ("DependencyGraph", "remove_ineligible", "TraitNeeds", "trait_needs", "host_satisfies",
-           "validate_requirements", "required_count")
+           "validate_requirements", "required_count", "MAX_REQUIRED", "check_requirements_met")
 
 
 # -- Who shares which failover slot with whom, indexed for the five placement constraints.
@@ -153,6 +153,10 @@ class DependencyGraph:
 
     def reservations_of(self, uuid):
         return self._vm_res.get(uuid, set())
+
+    def slot_hosts(self, uuid):
+        """The hosts of the reservations VM ``uuid`` holds."""
+        return self._slot_hosts.get(uuid, {}).keys()
 
     def members(self, name):
         return self._members.get(name, set())
@@ -360,8 +364,15 @@ def _class_char(pattern, i):
     return i + 1, pattern[i]
 
 
+MAX_REQUIRED = 100
+"""The most slots a requirement may give a VM: surviving 100 hypervisor failures at once is far
+beyond any failover plan, and the slot search, one level of recursion per slot, stays far from
+Python's recursion limit."""
+
+
 def validate_requirements(requirements, path="requirements"):
-    """Checked copy of ``{pattern: count}``; InvalidSpec names the bad pattern and the fix."""
+    """Checked copy of ``{pattern: count}``; InvalidSpec names the bad pattern and the fix. A
+    count is a whole number from 0 to MAX_REQUIRED."""
     if requirements is None:
         return {}
     if not isinstance(requirements, dict):
@@ -373,12 +384,37 @@ def validate_requirements(requirements, path="requirements"):
             raise field_error(where, "the flavor pattern must be a non-empty string")
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise field_error(where, "the count must be a whole number >= 0, got %r" % (count,))
+        if count > MAX_REQUIRED:
+            raise field_error(where, "the count %d is more than the %d slots a VM may require: it "
+                              "is how many hypervisor failures the VM survives; give at most %d"
+                              % (count, MAX_REQUIRED, MAX_REQUIRED))
         try:
             _compile(pattern)
         except ValueError as exc:
             raise field_error(where, "the pattern %s; use *, ?, [a-z] or escape with \\" % exc) from exc
         out[pattern] = count
     return out
+
+
+def check_requirements_met(requirements, hypervisors, vms, path="requirements"):
+    """InvalidSpec naming the pattern whose count a VM of ``vms`` could never hold: more slots
+    than the fleet has ``hypervisors`` besides its own (rules 1 and 2). Fewer hypervisors of its
+    zone, or with its traits, leave the VM short in the plan with ``why`` instead: a small zone
+    is part of the fleet, and the plan says what it lacks. The patterns are checked in order."""
+    names = {hv.name for hv in hypervisors}
+    others = {False: len(names), True: len(names) - 1}  # by: the VM's host is one of them
+    for pattern, count in requirements.items():
+        for vm in vms:
+            if count > others[vm.host in names] and required_count(vm.flavor, requirements) == count \
+                    and _compile(pattern).match(vm.flavor):
+                raise field_error(
+                    "%s[%r]" % (path, pattern),
+                    "VM %s (flavor %r) requires %d slots, but a VM's slots are on distinct "
+                    "hypervisors other than its own (rules 1 and 2) and the fleet has %d besides "
+                    "%s; give at most %d, or add hypervisors"
+                    % (vm.uuid, vm.flavor, count, others[vm.host in names], vm.host,
+                       others[vm.host in names]))
+    return requirements
 
 
 def required_count(flavor, requirements):

@@ -39,6 +39,7 @@ inputs for that reason.
 """
 import hashlib
 import itertools
+import time
 from dataclasses import replace
 
 from ansible_collections.resilient.virt.plugins.module_utils._conditions import READY, make_condition, set_condition
@@ -53,11 +54,11 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.placement
     BRANCH_LIMIT, PAIR_OPTIONS, CapacityLedger, HostPicker, Need, ZoneIndex, search_slots,
     select_window, slot_pairs)
 from ansible_collections.resilient.virt.plugins.module_utils._time import format_time, parse_time
-from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
+from ansible_collections.resilient.virt.plugins.module_utils.errors import Timeout, field_error
 
 __all__ = ("stale_allocations", "empty_reservations", "is_due", "find_problem",
            "INVALID_RESOURCES", "HOST_NOT_FOUND", "VM_DOES_NOT_FIT", "run_cycle", "ACTIVE_REASON",
-           "EMPTY", "REPLACED", "CONSOLIDATED", "WAITING", "PACK", "GREEDY")
+           "EMPTY", "REPLACED", "CONSOLIDATED", "WAITING", "PACK", "GREEDY", "PlanningDeadline")
 
 
 # -- Allocations whose VM is gone or has moved, and reservations left empty.
@@ -182,6 +183,26 @@ class _OverBudget(Exception):
     """A strategy asked more join questions than its budget allows."""
 
 
+class PlanningDeadline:
+    """The time a cycle may plan for: ``seconds`` from its start (``resilience.deadline``).
+
+    :meth:`check` raises Timeout naming the deadline once it has passed; the planning loops
+    call it at every join question and every VM, reservation or move they take up, so a
+    cycle never runs on past it, and nothing of it is stored."""
+
+    def __init__(self, seconds, clock=time.monotonic):
+        self.seconds = float(seconds)
+        self.clock = clock
+        self.at = clock() + self.seconds
+
+    def check(self):
+        if self.clock() >= self.at:
+            raise Timeout("planning the failover cycle took longer than resilience.deadline "
+                          "(%gs) and stopped; nothing was stored. Give a longer deadline, or "
+                          "fewer VMs a cycle with max_vms_to_process" % self.seconds,
+                          details={"deadline": self.seconds})
+
+
 def _unique(items, key, what):
     seen = {}
     for index, item in enumerate(items):
@@ -193,13 +214,15 @@ def _unique(items, key, what):
     return {getattr(item, key): item for item in items}
 
 
-def run_cycle(hypervisors, vms, reservations, settings, now, cycle=0, running=None):
+def run_cycle(hypervisors, vms, reservations, settings, now, cycle=0, running=None,
+              deadline=None):
     """Run one cycle and return a :class:`CycleResult`; the inputs are not modified.
 
     hypervisors: [Hypervisor]; vms: [VM]; reservations: [Reservation]; settings:
     FailoverSettings; now: epoch seconds; cycle: counter that moves the processing window;
     running: {vm uuid: host} that hypervisors report running (keeps allocations of VMs the
-    VM list lacks).
+    VM list lacks); deadline: seconds the whole cycle may plan for (every strategy, order and
+    the target), None for no limit: past it the cycle raises Timeout (see PlanningDeadline).
 
     The cycle is planned packing (best fit, growth), again packing in other orders as ORDERS
     says, and as the plain greedy (most shared first), and the plan that holds the least
@@ -212,15 +235,17 @@ def run_cycle(hypervisors, vms, reservations, settings, now, cycle=0, running=No
     target, and each zone where it holds MIGRATION_GAIN less moves towards it
     (:meth:`_Cycle._consolidate`, :meth:`_Cycle._migrate`).
     """
+    clock = None if deadline is None else PlanningDeadline(deadline)
+
     def plan(strategy, order=0, budget=None, target=None):
         planner = _Cycle(hypervisors, vms, reservations, settings, now, cycle, running or {},
-                         strategy, budget, order, target)
+                         strategy, budget, order, target, clock)
         return planner, planner.run()
 
     target = None
     if settings.max_changes and not settings.max_vms_to_process:
         def target():
-            return _new_plan(hypervisors, vms, settings, now, running)
+            return _new_plan(hypervisors, vms, settings, now, running, clock)
     best = _cheapest(plan, reservations, target)
     zones = {hv.name: hv.az for hv in hypervisors}
     best.lower_bound = lower_bound(vms, settings.requirements,
@@ -251,14 +276,15 @@ def _cheapest(plan, reservations, target=None):
     return min(results, key=_cost)  # the first planned on a tie
 
 
-def _new_plan(hypervisors, vms, settings, now, running):
+def _new_plan(hypervisors, vms, settings, now, running, clock=None):
     """The plan one cycle builds for the fleet from nothing, every VM at once and without the
-    limit per hypervisor: the target a plan is moved towards (see migration)."""
+    limit per hypervisor: the target a plan is moved towards (see migration), within the
+    cycle's ``clock`` (a PlanningDeadline or None)."""
     free = replace(settings, limit_one_new_per_hypervisor=False, max_vms_to_process=0)
 
     def plan(strategy, order=0, budget=None, target=None):
         planner = _Cycle(hypervisors, vms, [], free, now, 0, running or {}, strategy, budget,
-                         order)
+                         order, clock=clock)
         return planner, planner.run()
 
     return _cheapest(plan, [])
@@ -281,7 +307,7 @@ def _cost(result):
 
 class _Cycle:
     def __init__(self, hypervisors, vms, reservations, settings, now, cycle, running, strategy,
-                 budget=None, order=0, target=None):
+                 budget=None, order=0, target=None, clock=None):
         self.hv = _unique(hypervisors, "name", "hypervisors")
         self.vms = _unique(vms, "uuid", "vms")
         originals = _unique(reservations, "name", "reservations")
@@ -319,6 +345,8 @@ class _Cycle:
         self.target_plan = None  # its result, once built
         self.settled = False  # step 5 gave no VM a slot and left none short
         self.protected = set()  # reservations realizing the target: consolidation leaves them
+        self.clock = clock  # PlanningDeadline or None
+        self.trait_hosts = {}  # (zone, trait needs) -> the hypervisors there with those traits
 
     def run(self):
         self._drop_stale()
@@ -418,6 +446,7 @@ class _Cycle:
                             self.settings.limit_one_new_per_hypervisor)
         waiting = {}  # (zone, trait needs) -> the VM requiring 2+ slots the limit left short there
         for need in selected:
+            self._check_time()
             vm_status = status[need.vm.uuid]
             pool = (vm_status.az, trait_needs(need.vm.extra_specs))
             if pool in waiting and self.multi[need.vm.uuid]:
@@ -514,11 +543,35 @@ class _Cycle:
         self._touch(res)
 
     def _search(self, vm, missing, former, needs, index, picker, az):
-        """Best sequence of at most ``missing`` slot options for ``vm`` (see search_slots)."""
+        """Best sequence of at most ``missing`` slot options for ``vm`` (see search_slots).
+
+        Each option is on a hypervisor of the VM's zone with its traits (or of a ``former``
+        reservation) other than its own and its slot hosts (rules 1 and 2), so no sequence is
+        longer than those hypervisors: the search looks for no more slots than that. Asked for
+        more, it would find nothing longer, yet try every branch (up to BRANCH_LIMIT a slot)
+        before giving up, in time exponential in the slots a zone cannot give. The sequence
+        found is the same: the search keeps the first of the greatest length it reaches."""
+        if missing > 2:  # a search of one or two slots stays as it is, however short
+            missing = min(missing, self._hosts_left(vm, former, needs, az))
         return search_slots(missing,
                             lambda: self._options(vm, needs, index, picker, az, former),
                             lambda option: self._try(vm, option, picker),
                             lambda option: self._untry(vm, option, picker))
+
+    def _hosts_left(self, vm, former, needs, az):
+        """How many hypervisors might still hold a slot of ``vm`` (trait needs ``needs``, zone
+        ``az``): those of its zone with its traits and those of its ``former`` reservations,
+        less its own host and the hosts of the slots it holds."""
+        key = (az, needs)
+        hosts = self.trait_hosts.get(key)
+        if hosts is None:
+            hosts = self.trait_hosts[key] = frozenset(
+                hv.name for hv in self.hv.values() if hv.az == az and host_satisfies(hv.traits, needs))
+        left = set(hosts)
+        left.update(self.work[name].host for name in former)
+        left.discard(vm.host)
+        left.difference_update(self.graph.slot_hosts(vm.uuid))
+        return len(left)
 
     def _pair(self, vm, needs, index, picker, az):
         """Two existing reservations ``vm`` may take together (see placement.slot_pairs), or
@@ -589,6 +642,7 @@ class _Cycle:
         The plain greedy offers every reservation the VM fits in, most shared first. Packing
         offers those :meth:`_joinable` gives, then reservations of the VM's own kind that can
         grow to fit it, the least growth first."""
+        self._check_time()  # once per slot the search looks for, join questions or not
         free_of_traits = not needs.required and not needs.forbidden
         for name in former:
             if self._may_join(vm, name, needs, free_of_traits):
@@ -642,6 +696,12 @@ class _Cycle:
         self.checks += 1
         if self.budget is not None and self.checks > self.budget:
             raise _OverBudget()
+        self._check_time()
+
+    def _check_time(self):
+        """Timeout once the cycle's deadline has passed (see PlanningDeadline)."""
+        if self.clock is not None:
+            self.clock.check()
 
     def _may_join(self, vm, name, needs, free_of_traits):
         """True when ``vm`` fits in ``name``, its host has the traits, and 1-5 keep holding."""
@@ -735,6 +795,7 @@ class _Cycle:
             len(r.allocations), reservation_size(r.resources)[1], r.name))
         received = set()  # a reservation that took VMs this cycle is not emptied in it
         for res in order:
+            self._check_time()
             members = sorted(res.allocations)
             if res.name not in self.work or res.name in received or not members or \
                     len(members) > budget or res.name in self.protected:
@@ -811,6 +872,7 @@ class _Cycle:
         other VMs have moved, or the rest of the budget is too small) waits."""
         by_name = {res.name: res for res in target}
         for uuid in state.pending:
+            self._check_time()
             slots = [by_name[name] for name in state.targets[uuid]]
             kept = {state.realized.get(res.name) for res in slots}
             held = sorted(self.graph.reservations_of(uuid))
