@@ -32,9 +32,10 @@ options:
       - On vSphere, where names need not be unique, an existing VM can also be named by its
         inventory path (C(/DC0/vm/team-a/web1)); a name that several VMs share fails with
         V(Conflict) naming that fix and O(uuid).
-      - Checked before any call - a non-empty string without control characters; a new VM's
-        name must not start or end with whitespace. libvirt also refuses C(/), C(.) and C(..) and
-        names longer than 247 bytes; vSphere names longer than 80 characters.
+      - Checked before any call - a non-empty string of at most 255 characters without control
+        characters (NUL, tab, newline), invisible or direction-changing characters (such as
+        U+200B or U+202E); a new VM's name must not start or end with whitespace. libvirt also
+        refuses C(/), C(.) and C(..) and names longer than 247 bytes; vSphere names longer than 80 characters.
     type: str
   uuid:
     description:
@@ -59,13 +60,13 @@ options:
     default: present
   vcpus:
     description:
-      - Virtual CPUs. Required to create a VM (not a clone of O(template)); changed on an
-        existing VM when different.
+      - Virtual CPUs, from 1 to 4096. Required to create a VM (not a clone of O(template));
+        changed on an existing VM when different.
     type: int
   memory_mb:
     description:
-      - Memory in MiB. Required to create a VM (not a clone of O(template)); changed on an
-        existing VM when different.
+      - Memory in MiB, from 1 to 16777216 (16 TiB). Required to create a VM (not a clone of
+        O(template)); changed on an existing VM when different.
     type: int
   disks:
     description:
@@ -86,6 +87,7 @@ options:
         platform can); a VM disk beyond the list is removed from the VM, and its storage is kept,
         with a warning that names it. An item that differs from the VM's disk at its position is
         refused, naming the field - list new disks after the existing ones.
+      - C(size_gb) is a whole number from 1 to 1048576.
       - The spec is validated before anything is created; every bad field is reported by its path.
     type: list
     elements: dict
@@ -106,13 +108,16 @@ options:
     description:
       - Key/value metadata stored with the VM (libvirt - in the domain's metadata; vSphere -
         custom attributes). Values are stored as strings (numbers and booleans as JSON).
+      - One level - at most 256 keys, each key a name as for O(name) (up to 255 characters),
+        each value a string of at most 4096 characters, a number, a boolean or null; lists and
+        dicts are refused.
       - Merged into an existing VM's metadata - keys not given are kept, a key given with a null
         value is removed.
     type: dict
   tags:
     description:
       - Tags stored with the VM, usable as a filter in M(resilient.virt.vm_info); on an existing
-        VM, exactly these (order does not matter).
+        VM, exactly these (order does not matter). Each is checked like O(name).
     type: list
     elements: str
   autostart:
@@ -570,7 +575,8 @@ resilience:
 """
 
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
-from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, VirtError, field_error
+from ansible_collections.resilient.virt.plugins.module_utils.errors import (
+    InvalidSpec, VirtError, field_error, field_errors)
 from ansible_collections.resilient.virt.plugins.module_utils import _conditions as conditions
 
 
@@ -621,6 +627,8 @@ class VmModule(ResilientModule):
 
     def run(self):
         from ansible_collections.resilient.virt.plugins.module_utils._convert import parse_duration
+        from ansible_collections.resilient.virt.plugins.module_utils._input import (
+            spec_problems, text_problem)
         from ansible_collections.resilient.virt.plugins.module_utils._vm.reconcile import (
             UNREAD, find_by_uuid, reconcile)
 
@@ -631,6 +639,11 @@ class VmModule(ResilientModule):
             raise field_error("wait_for_ip", "needs state=running or state=restarted (a VM in "
                               "state %s gets no address)" % params["state"])
         wait_timeout = parse_duration(params["wait_timeout"], "wait_timeout") if wait else None
+        problems = spec_problems(params)
+        if params["name"] is not None and text_problem(params["name"], what="a VM name"):
+            problems.insert(0, ("name", text_problem(params["name"], what="a VM name")))
+        if problems:
+            raise field_errors([dict(path=path, message=message) for path, message in problems])
         provider = self.open_provider()
         try:
             name, current = params["name"], UNREAD

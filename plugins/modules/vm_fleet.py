@@ -55,6 +55,10 @@ options:
         C(vms[N].metadata.resilient_virt_owner)); use C(adopt) instead.
       - Checked as a whole before anything is contacted; every problem is reported by its path,
         such as C(vms[3].memory_mb). A VM (provider and name) may be listed once.
+      - The same bounds as M(resilient.virt.vm) - C(name) and each tag and metadata key at most
+        255 characters without control, invisible or direction-changing characters (such as
+        U+200B or U+202E); C(vcpus) 1 to 4096; C(memory_mb) 1 to 16777216; each disk's
+        C(size_gb) 1 to 1048576; C(metadata) one level of at most 256 keys.
     type: list
     elements: dict
     required: true
@@ -78,8 +82,8 @@ options:
   max_prune:
     description:
       - The most VMs a prune may delete, as a count (V(5)) or a percentage of this owner's VMs
-        found (V(10%), rounded down). More candidates than that fails the task before anything
-        is changed, naming them.
+        found (V(10%), rounded down); a count is at most 1000000. More candidates than that fails
+        the task before anything is changed, naming them.
     type: raw
     default: 10%
   full:
@@ -108,18 +112,19 @@ options:
     description:
       - Failed attempts in a row (across runs) after which a VM waits for a spec change or
         O(retry_now). The per-VM result says the attempt number and whether it was the last.
+      - From 1 to 100.
     type: int
     default: 5
   concurrency:
-    description: VMs worked on at the same time, over all providers.
+    description: VMs worked on at the same time, over all providers; from 1 to 1024.
     type: int
     default: 16
   provider_concurrency:
-    description: VMs worked on at the same time on one provider (each with its own connection).
+    description: VMs worked on at the same time on one provider (each with its own connection); from 1 to 1024.
     type: int
     default: 4
   round_size:
-    description: VMs per round; the statuses of a round are written when it ends.
+    description: VMs per round; the statuses of a round are written when it ends; from 1 to 100000.
     type: int
     default: 50
   fail_on_error:

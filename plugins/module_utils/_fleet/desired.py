@@ -11,7 +11,9 @@ import hashlib
 import json
 import re
 
-from ansible_collections.resilient.virt.plugins.module_utils._convert import to_bool, to_int
+from ansible_collections.resilient.virt.plugins.module_utils._convert import to_bool
+from ansible_collections.resilient.virt.plugins.module_utils._input import (
+    int_problem, spec_problems, text_problem)
 from ansible_collections.resilient.virt.plugins.module_utils._vm.reconcile import SPEC_FIELDS
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, field_error, field_errors)
@@ -76,13 +78,10 @@ def check_owner(owner):
     return owner
 
 
-def _positive(value, path, problems):
-    try:
-        number = to_int(value)
-    except ValueError:
-        number = 0
-    if number < 1:
-        problems.append((path, "must be a whole number of at least 1, not %r" % (value,)))
+def _bounded(value, path, problems):
+    number, problem = int_problem(value, path.rsplit(".", 1)[-1])
+    if problem:
+        problems.append((path, problem))
     return number
 
 
@@ -130,7 +129,7 @@ def _metadata(value, path, problems):
     return value
 
 
-_CHECKS = {"vcpus": _positive, "memory_mb": _positive, "disks": _dicts, "interfaces": _dicts,
+_CHECKS = {"vcpus": _bounded, "memory_mb": _bounded, "disks": _dicts, "interfaces": _dicts,
            "boot": _strings, "tags": _strings, "metadata": _metadata, "autostart": _bool,
            "placement": _dict, "template": _text, "guest_id": _text, "customization": _dict,
            "libvirt": _dict, "cloud_init": _dict}
@@ -149,6 +148,10 @@ def _entry(index, entry, problems):
     name = entry.get("name")
     if not isinstance(name, str) or not name.strip():
         problems.append((path + ".name", "is required: a non-empty string"))
+    else:
+        problem = text_problem(name, what="a VM name")
+        if problem:
+            problems.append((path + ".name", problem))
     state = entry.get("state", "present")
     if state is None:
         state = "present"
@@ -158,6 +161,9 @@ def _entry(index, entry, problems):
     for field in SPEC_FIELDS:
         if entry.get(field) is not None:
             spec[field] = _CHECKS[field](entry[field], "%s.%s" % (path, field), problems)
+    problems.extend(problem for problem in spec_problems(
+        dict((field, entry.get(field)) for field in ("disks", "tags", "metadata")), path)
+        if problem not in problems)
     adopt = entry.get("adopt")
     adopt = False if adopt is None else _bool(adopt, path + ".adopt", problems)
     return name, state, spec, adopt

@@ -6,6 +6,7 @@ The last full run of an owner is kept in the state store (namespace :data:`RUNS`
 ``full_interval`` can make a run full when the last one is too old.
 """
 from ansible_collections.resilient.virt.plugins.module_utils._convert import parse_duration
+from ansible_collections.resilient.virt.plugins.module_utils._input import BOUNDS, int_problem
 from ansible_collections.resilient.virt.plugins.module_utils._fleet import report
 from ansible_collections.resilient.virt.plugins.module_utils._fleet import status as statuses
 from ansible_collections.resilient.virt.plugins.module_utils._fleet.desired import (
@@ -26,8 +27,9 @@ def options_from(params, check_mode):
     """Options from the module's parameters; one InvalidSpec naming every bad one."""
     problems = []
     for name in _POSITIVE:
-        if params[name] < 1:
-            problems.append({"path": name, "message": "must be at least 1, not %d" % params[name]})
+        problem = int_problem(params[name], name)[1]
+        if problem:
+            problems.append({"path": name, "message": problem})
     durations = {}
     for name in ("backoff_min", "backoff_max", "full_interval", "shutdown_timeout"):
         try:
@@ -37,6 +39,9 @@ def options_from(params, check_mode):
     limit = None
     try:
         limit = PruneLimit(params["max_prune"])
+        if not limit.percent and limit.number > BOUNDS["max_prune"][1]:
+            problems.append({"path": "max_prune", "message": "%s VMs: give at most %d, or a "
+                             "percentage ('10%%')" % (limit.text[:20], BOUNDS["max_prune"][1])})
         check_owner(params["owner"])
     except InvalidSpec as err:
         problems.extend(err.details["errors"])

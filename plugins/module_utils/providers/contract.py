@@ -44,12 +44,12 @@ from __future__ import annotations
 
 import copy
 import fnmatch
-import unicodedata
 from collections.abc import Mapping
 from typing import Any, Callable, ClassVar
 
 from ansible_collections.resilient.virt.plugins.module_utils._convert import (
     parse_duration, to_bool, to_float, to_int)
+from ansible_collections.resilient.virt.plugins.module_utils._input import check_text
 from ansible_collections.resilient.virt.plugins.module_utils._masking import (
     SECRET_VARIABLE_ENDINGS, is_secret_key, is_secret_variable, scrub, secret_values)
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
@@ -248,14 +248,12 @@ class Provider:
     def check_name(self, name: Any, creating: bool = False) -> None:
         """Raise InvalidSpec (field ``name``) unless ``name`` can name a VM of this provider.
 
-        The base rules: a non-empty string without control characters; a new VM's name also
-        neither starts nor ends with whitespace. Backends add what their platform refuses.
+        The base rules (``_input.text_problem``, shared with every module): a non-empty string
+        of at most 255 characters without control, invisible or direction-changing characters;
+        a new VM's name also neither starts nor ends with whitespace. Backends add what their
+        platform refuses.
         """
-        if not isinstance(name, str) or not name:
-            raise field_error("name", "must be a non-empty string, got %r" % (name,))
-        if any(unicodedata.category(char) == "Cc" for char in name):
-            raise field_error("name", "%r contains a control character (such as a NUL byte, a "
-                                      "tab or a newline); remove it" % name)
+        check_text(name, "name", what="a VM name")
         if creating and name.strip() != name:
             raise field_error("name", "%r starts or ends with whitespace; remove it" % name)
 

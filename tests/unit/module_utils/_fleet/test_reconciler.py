@@ -273,7 +273,7 @@ def test_retryable_failures_back_off_across_runs_until_the_last_attempt(store, o
 
 def test_an_invalid_spec_waits_for_a_spec_change(store, observer, oracle):
     fleet = Fleet(store, observer, "spec", "spec-")
-    bad = fleet.entries(1, disks=[{"size_gb": "huge"}])
+    bad = fleet.entries(1, disks=[{"size_gb": 1, "bus": "nonesuch"}])  # refused by libvirt's schema
     result, _run = fleet.run(bad)
     assert result["spec-0"].error.type == "InvalidSpec" and domains(oracle, "spec-") == []
     result, _run = fleet.run(bad)
