@@ -22,9 +22,11 @@ A failure of Ansible's own argument validation carries ``error.type`` InvalidSpe
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.validation import check_type_dict
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    InvalidSpec, VirtError, classify, field_error)
+    InvalidSpec, VirtError, classify, field_error, field_errors)
+from ansible_collections.resilient.virt.plugins.module_utils._input import shown, text_problem
 from ansible_collections.resilient.virt.plugins.module_utils._masking import (
     MIN_LENGTH, environment_secrets, secret_values)
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import (
@@ -85,7 +87,18 @@ class _AnsibleModule(AnsibleModule):
             value = self.params.get(name) if isinstance(self.params, dict) else None
             # Ansible itself crashes on a number or a boolean given for options with suboptions
             if option.get("options") and not isinstance(value, (dict, str, type(None))):
-                self.fail_json("%s must be a dictionary, not %s" % (name, type(value).__name__))
+                self._fail_field(name, "%s must be a dictionary, not %s" % (name, type(value).__name__))
+            if option.get("options") and isinstance(value, str):  # Ansible reads k=v or JSON
+                try:
+                    check_type_dict(value)
+                except (TypeError, ValueError):
+                    self._fail_field(name, "%s must be a dictionary such as {%s: ...}, not the "
+                                     "string %s" % (name, sorted(option["options"])[0], shown(value)))
+
+    def _fail_field(self, path, message):
+        error = dict((key, value) for key, value in field_error(path, message).to_dict().items()
+                     if key != "message")
+        self.fail_json("InvalidSpec: %s" % message, error=error)
 
     def fail_json(self, msg, **kwargs):
         if not self._validated and "error" not in kwargs:  # Ansible's own argument checks
@@ -194,6 +207,23 @@ class ResilientModule:
         raise field_error(field, "must be a dict or the name of an entry of 'providers', not %s"
                           % type(reference).__name__)
 
+    def check_catalog(self):
+        """Refuse a ``providers`` catalog with an entry that is not a dict of settings, or whose
+        name is not a name, whether the task uses it or not."""
+        problems = []
+        for name, entry in sorted((self.params.get("providers") or {}).items(), key=lambda i: str(i[0])):
+            problem = text_problem(name, what="a provider name") if isinstance(name, str) else \
+                "must be named by a string, not %s" % shown(name)
+            path = "providers.%s" % name if not problem else "providers"
+            if problem:
+                problems.append({"path": path, "message": "entry %s" % problem})
+            elif not isinstance(entry, dict):
+                problems.append({"path": path, "message": "must be a dict of provider settings "
+                                 "such as {type: libvirt, uri: 'qemu:///system'}, not %s"
+                                 % type(entry).__name__})
+        if problems:
+            raise field_errors(problems)
+
     def _catalog_name_of_key(self, key, catalog):
         """The entry of ``catalog`` whose provider key (``<type>:<name>``, as results give it) is
         ``key``, or None."""
@@ -282,6 +312,7 @@ class ResilientModule:
         with the task's ``environ`` and ``record`` receiving the result; exits either way."""
         module = cls(environ, record)
         try:
+            module.check_catalog()
             result = module.run()
         except VirtError as err:
             module.fail(err)

@@ -68,6 +68,8 @@ options:
   target:
     description:
       - With V(restored), the VM to restore to; default O(vm). It must be stopped when it exists.
+      - Like O(vm), checked before anything is read - at most 255 characters, without control,
+        invisible or direction-changing characters.
     type: str
   wait:
     description:
@@ -90,6 +92,7 @@ options:
     description:
       - After a completed backup, delete the VM's older completed backups on this provider beyond
         the newest O(keep_last), never one that a kept backup builds on.
+      - From V(1) to V(10000); unset keeps them all.
     type: int
   resource_timeout:
     description:

@@ -43,7 +43,9 @@ options:
     type: str
     choices: [backup, restore]
   phase:
-    description: Only records in these phases.
+    description:
+      - Only records in these phases - each one of the phases of O(set_phase); another value
+        fails with InvalidSpec naming it (C(phase[0])).
     type: list
     elements: str
   set_phase:

@@ -41,7 +41,10 @@ options:
     choices: [present, absent, evacuated]
     default: present
   creator:
-    description: Owner of the reservations; each creator's reservations are reconciled and removed independently.
+    description:
+      - Owner of the reservations; each creator's reservations are reconciled and removed independently.
+      - At most 255 characters, without control, invisible or direction-changing characters;
+        checked before the state store is read.
     type: str
     default: resilient.virt
   requirements:
@@ -58,7 +61,9 @@ options:
         RV(vm_status) saying so.
     type: dict
   max_vms_to_process:
-    description: VMs given slots per cycle at most, in a window that moves every cycle (V(0) - all); at least V(0).
+    description:
+      - VMs given slots per cycle at most, in a window that moves every cycle (V(0) - all).
+      - From V(0) to V(10000000).
     type: int
     default: 0
   revalidation_interval:
@@ -80,7 +85,7 @@ options:
   max_changes:
     description:
       - Slots a cycle may move from one reservation to another to pack the plan, or to move it
-        towards the plan built from nothing (V(0) - none).
+        towards the plan built from nothing (V(0) - none); at most V(10000000).
       - A move records the VM in its new reservation in the same store write that takes it out
         of the old one, so no VM is ever left with fewer slots; a large plan is packed over a few cycles.
     type: int
@@ -391,6 +396,11 @@ class FailoverReservationModule(ResilientModule):
     )
 
     def run(self):
+        from ansible_collections.resilient.virt.plugins.module_utils._input import check_int, check_text
+
+        check_text(self.params["creator"], "creator", what="a creator name")
+        for name in ("max_vms_to_process", "max_changes"):
+            check_int(self.params[name], name)
         self.book = storage.ReservationBook(self.store, self.params["creator"])
         self.opened = {}
         if self.params["state"] == "absent":

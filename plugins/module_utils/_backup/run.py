@@ -14,8 +14,10 @@ from ansible_collections.resilient.virt.plugins.module_utils._backup.operations 
 from ansible_collections.resilient.virt.plugins.module_utils._backup.phases import (
     COMPLETED, FINAL, PARTIALLY_FAILED, PHASES)
 from ansible_collections.resilient.virt.plugins.module_utils._convert import parse_duration
+from ansible_collections.resilient.virt.plugins.module_utils._input import (
+    check_int, check_text, shown)
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    Conflict, NotFound, Timeout, VirtError, field_error)
+    Conflict, InvalidSpec, NotFound, Timeout, VirtError, field_error, field_errors)
 
 __all__ = ("run_backup", "run_backup_status", "ledger_of")
 
@@ -53,14 +55,40 @@ def _attach(err, **result):
 
 
 # -- backup -------------------------------------------------------------------------------------
+def _check_params(params, status):
+    """Every option of a backup (``status`` False) or backup_status task that can be checked
+    alone, before the store or a provider is reached; one InvalidSpec listing every problem."""
+    problems = []
+
+    def check(path, test):
+        try:
+            test()
+        except InvalidSpec as err:
+            problems.extend((err.details or {}).get("errors") or [{"path": path, "message": err.message}])
+
+    check("timeout", lambda: _wait_timeout(params))
+    for field in ("vm",) + (() if status else ("target",)):
+        if params.get(field) is not None:
+            check(field, lambda field=field: check_text(params[field], field, what="a VM name"))
+    for field in ("name",) + (() if status else ("backup",)):
+        if params.get(field):
+            check(field, lambda field=field: records.check_name(params[field], field))
+    if status:
+        for index, phase in enumerate(params.get("phase") or []):
+            if phase not in PHASES:
+                problems.append({"path": "phase[%d]" % index, "message": "%s is not a phase; "
+                                 "use %s" % (shown(phase), ", ".join(PHASES))})
+    elif params["keep_last"] is not None:
+        check("keep_last", lambda: check_int(params["keep_last"], "keep_last"))
+    if problems:
+        raise field_errors(problems)
+
+
 def run_backup(module):
     params = module.params
+    _check_params(params, status=False)
     ledger = ledger_of(module)
     state = params["state"]
-    if params["keep_last"] is not None and params["keep_last"] < 1:
-        raise field_error("keep_last", "%d: keep at least 1 backup, or leave keep_last unset to "
-                                       "keep them all" % params["keep_last"])
-    _wait_timeout(params)
     try:
         return _absent(module, ledger) if state == "absent" else \
             _present_or_restored(module, ledger, state)
@@ -225,6 +253,7 @@ def _finish(result):
 # -- backup_status ------------------------------------------------------------------------------
 def run_backup_status(module):
     params = module.params
+    _check_params(params, status=True)
     ledger = ledger_of(module)
     mode = params["mode"]
     try:

@@ -10,6 +10,8 @@ from tests.unit.modules.test_fuzz import GOOD_PROVIDER, MODULES, run_module
 
 FLEET = {"provider": GOOD_PROVIDER, "owner": "o"}
 VM = {"provider": GOOD_PROVIDER, "vcpus": 1, "memory_mb": 64}
+GIVEN_FLEET = {"hypervisors": [{"name": "h1", "az": "a", "cpu": 8, "memory_mb": 8192}],
+               "vms": [], "requirements": {"*": 1}}
 RLO, ZWSP = "\u202e", "\u200b"
 
 CASES = [
@@ -42,6 +44,18 @@ CASES = [
     ("vm", dict(VM, name="a", disks=[{"size_gb": 10 ** 12}]), "disks[0].size_gb"),
     ("vm", dict(VM, name="a", metadata={"k": [1, 2]}), "metadata.k"),
     ("vm_info", {"provider": GOOD_PROVIDER, "name": "we" + ZWSP + "b"}, "name"),
+    # checks that came too late or not at all
+    ("failover_reservation", dict(GIVEN_FLEET, creator="c" * 10000), "creator"),
+    ("failover_reservation", dict(GIVEN_FLEET, creator="team\x00a"), "creator"),
+    ("failover_reservation", dict(GIVEN_FLEET, max_changes=10 ** 20), "max_changes"),
+    ("backup_status", {"phase": ["Bogus"]}, "phase[0]"),
+    ("backup_status", {"mode": "wait", "name": "nothing-such", "timeout": -1}, "timeout"),
+    ("backup", {"provider": GOOD_PROVIDER, "vm": "test", "keep_last": 10 ** 20}, "keep_last"),
+    ("backup", {"provider": GOOD_PROVIDER, "vm": "test", "state": "restored",
+                "target": "new\x07vm"}, "target"),
+    ("backup", {"provider": GOOD_PROVIDER, "vm": "te" + RLO + "st"}, "vm"),
+    ("circuit_breaker", {"resilience": "fast"}, "resilience"),
+    ("vm_info", {"provider": "a", "providers": {"a": GOOD_PROVIDER, "b": "notadict"}}, "providers.b"),
 ]
 
 
