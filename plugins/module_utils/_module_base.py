@@ -145,6 +145,7 @@ class ResilientModule:
 
             self._store = open_store(self.params.get("state_store"), environ=self.environ,
                                      timeout=self.settings.store_timeout)
+            self.warnings.extend(w for w in self._store.warnings if w not in self.warnings)
             if not self.params.get("state_store"):  # AWX or an EE without a shared store: warn
                 from ansible_collections.resilient.virt.plugins.module_utils._awx import store_warning
 

@@ -146,7 +146,8 @@ vms:
         - IP addresses the provider knows for the VM, interface by interface, the primary first
           (vSphere - from VMware Tools; libvirt - from the guest agent, else the DHCP leases of the
           libvirt networks its interfaces use; a read of one VM by O(name) without wildcards
-          also asks the host's ARP table). Empty when it knows none.
+          also asks the host's ARP table). Empty when it knows none, and for a VM that is not
+          running or paused (a stopped VM's last DHCP lease is not an address it holds).
         - Each interface of C(interfaces) carries its own C(addresses) and C(address_source)
           (V(agent), V(lease), V(arp), V(tools), or null).
       type: list

@@ -57,7 +57,7 @@ class Ledger:
         lease = None if phase in FINAL else self.lease
         fn = records.change(record["name"], self.owner, phase, lease=lease, override=override,
                             **fields)
-        what = "the move of %s to %s" % (record["name"], phase or record["phase"])
+        what = "the move to %s" % (phase or record["phase"])  # the write names the record
         return status_write.write(self.open_store, records.NAMESPACE, record["name"], fn,
                                   critical, self.resource_timeout, what=what, sleep=self.sleep,
                                   clock=self.clock)[0]

@@ -66,7 +66,7 @@ def write(open_store, namespace, key, fn, critical, resource_timeout=DEFAULT_RES
                               sleep=sleep)
     except _StoreFailed as err:
         cause = find_error(err.cause) or err
-        raise Timeout("%s of %s was not written within resource_timeout (%gs, %d attempts, the "
+        raise Timeout("%s of backup record %s was not written within resource_timeout (%gs, %d attempts, the "
                       "last at the deadline); the store's last error: %s. The record keeps its "
                       "previous phase; a later backup_status reconcile sets it right"
                       % (what, key, resource_timeout, len(attempts), cause.message),

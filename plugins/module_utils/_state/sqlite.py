@@ -13,6 +13,7 @@ the layout can evolve.
 """
 import json
 import os
+import stat
 import threading
 import time
 
@@ -68,6 +69,21 @@ def _private_dir(path):
         except FileExistsError:  # another process was faster
             continue
         os.chmod(name, 0o700)
+
+
+def _open_directory(path):
+    """[a warning] when ``path``, the store's directory, is writable by other users without the
+    sticky bit (mode 0777, 0775): they could replace the store and so its breakers and records.
+    A directory that existed is left as it is (it may be shared); the warning says the fix."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return []
+    if not mode & 0o022 or mode & stat.S_ISVTX:
+        return []
+    return ["the state store's directory %s has mode %04o: other users can replace the store "
+            "file and so its circuit breakers and records; run chmod 700 %s (or go-w), or point "
+            "state_store at a file in a private directory" % (path, stat.S_IMODE(mode), path)]
 
 
 class _Connection:
@@ -145,6 +161,7 @@ class SQLiteStore(StateStore):
         self.url = "sqlite://" + path
         self.timeout = float(timeout)
         self._run(lambda db: None)  # fail now, with a clear message, if the file cannot be used
+        self.warnings = _open_directory(os.path.dirname(path))
 
     def _conn(self, limit):
         conn = _CONNECTIONS.get(self.path)

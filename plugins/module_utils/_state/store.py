@@ -56,6 +56,7 @@ class StateStore:
     """
 
     url = None
+    warnings = ()  # what the user should know about the store (an unsafe directory); modules show it
     closed = False
     timeout = DEFAULT_TIMEOUT
     failure = None

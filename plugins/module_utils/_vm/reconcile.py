@@ -33,13 +33,14 @@ def diff_view(vm, spec=None):
     return dict((field, vm.get(field)) for field in shown)
 
 
-def plan(current, state, spec, reconfigurable=RECONFIGURABLE):
+def plan(current, state, spec, reconfigurable=RECONFIGURABLE, where=None):
     """Actions that take ``current`` (a VM dict or None) to ``state`` with ``spec``.
 
     Each action is ``(verb, arguments)``; verbs are create, delete, reconfigure, start, shutdown,
     power_off, reboot, pause, suspend. The plan is pure, so check mode can return it without
     touching the provider. ``reconfigurable`` names the fields the provider can change on an
     existing VM: another field that differs is refused (NotSupported) before anything changes.
+    ``where`` (``'db1' on libvirt:hv1``) names the VM in the error when it does not exist.
     """
     if state not in STATES:
         raise field_error("state", "must be one of %s, not %r" % (", ".join(STATES), state))
@@ -52,7 +53,9 @@ def plan(current, state, spec, reconfigurable=RECONFIGURABLE):
         if missing:
             raise field_errors(
                 [{"path": field, "message": "required to create the VM"} for field in missing],
-                "the VM does not exist; set %s or use state=absent" % " and ".join(missing),
+                "no VM %s exists (check the name and the provider); to create one, set %s%s"
+                % (where or "of that name", " and ".join(missing),
+                   "" if state == "present" else " (a new VM is created, then made %s)" % state),
             )
         actions.append(("create", {}))
         power = "stopped"
@@ -160,6 +163,11 @@ def with_metadata(spec, metadata):
     return dict(spec, metadata=dict(spec.get("metadata") or {}, **metadata))
 
 
+def _where(provider, name):
+    key = getattr(provider, "key", None)
+    return "named %r%s" % (name, " on %s" % key if isinstance(key, str) else "")
+
+
 def reconcile(provider, name, state, spec, check_mode=False, force=False, shutdown_timeout=None,
               current=UNREAD, create_metadata=None):
     """Plan and (unless ``check_mode``) apply; returns changed, actions, vm, before, after.
@@ -171,7 +179,7 @@ def reconcile(provider, name, state, spec, check_mode=False, force=False, shutdo
     if current is UNREAD:
         current = describe_or_none(provider, name)
     reconfigurable = getattr(provider, "reconfigurable", RECONFIGURABLE)
-    actions = plan(current, state, spec, reconfigurable)
+    actions = plan(current, state, spec, reconfigurable, _where(provider, name))
     creating = with_metadata(spec, create_metadata)
     result = dict(changed=bool(actions), actions=[verb for verb, changes in actions],
                   before=diff_view(current, spec))
@@ -219,7 +227,7 @@ def _converge(provider, name, state, spec, current, actions, force, shutdown_tim
             vm = describe_or_none(provider, name)
             if diff_view(vm) == before:  # nobody else moved it: a real conflict
                 raise
-            actions = plan(vm, state, spec, reconfigurable)
+            actions = plan(vm, state, spec, reconfigurable, _where(provider, name))
         except VirtError as err:
             err.operation = verb
             raise

@@ -52,6 +52,7 @@ _URI_HELP = ("use e.g. qemu:///system, qemu+ssh://user@host/system, "
 _STATES = {0: "unknown", 1: "running", 2: "running", 3: "paused", 4: "running", 5: "stopped",
            6: "stopped", 7: "paused"}
 _SHUTOFF = 5
+_ACTIVE = ("running", "paused")  # states in which a VM holds its addresses
 _PAUSED = (3, 7)
 # libvirt error code names per taxonomy class; names missing from an old libvirt are skipped
 _CODES = (
@@ -275,7 +276,9 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
         fields["guest"], found = guest.ask_agent(lv, dom, channel, _is)
         interfaces = fields["interfaces"]
         guest.assign_addresses(interfaces, "agent", found)
-        fields["addresses"] = guest.assign_addresses(interfaces, "lease", leases)
+        # a lease outlives the guest: a VM that is not running or paused holds no address
+        fields["addresses"] = guest.assign_addresses(
+            interfaces, "lease", leases if fields["state"] in _ACTIVE else {})
         if arp and running and not all(nic["addresses"] for nic in interfaces):
             fields["addresses"] = guest.assign_addresses(interfaces, "arp",
                                                          guest.arp_addresses(lv, dom, _is))
@@ -349,7 +352,8 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
 
         leases = _leases(conn, vms)
         for vm in vms:
-            vm["addresses"] = assign_addresses(vm["interfaces"], "lease", leases)
+            vm["addresses"] = assign_addresses(vm["interfaces"], "lease",
+                                               leases if vm["state"] in _ACTIVE else {})
         return sorted((vm for vm in vms if match_filters(vm, filters)), key=lambda vm: vm["name"])
 
     def describe(self, name):

@@ -110,3 +110,18 @@ def test_a_real_store_locked_by_another_connection_gets_the_write_when_it_is_rel
     holder.join()
     assert time.monotonic() - started >= 1.5  # it waited for the lock holder
     assert open_store(url).get("backups", "r1") == {"phase": "Completed"}
+
+
+def test_a_critical_write_that_runs_out_of_time_names_the_record_once():
+    from ansible_collections.resilient.virt.plugins.module_utils._backup.ledger import Ledger
+
+    clock = Clock()
+    store = DeadStore(clock)
+    ledger = Ledger(lambda: store, "owner-1", 60.0, resource_timeout=3.0, sleep=clock.sleep,
+                    clock=clock)
+    record = {"name": "bc-lock2", "phase": "InProgress", "kind": "backup"}
+    with pytest.raises(Timeout) as caught:
+        ledger.move(record, "Completed")
+    message = caught.value.message
+    assert message.count("bc-lock2") == 1, message
+    assert message.startswith("the move to Completed of backup record bc-lock2 was not written"), message

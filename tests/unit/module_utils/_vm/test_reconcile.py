@@ -90,7 +90,8 @@ def test_plan_to_create_without_size_names_the_missing_fields(spec, missing):
     assert [e["path"] for e in info.value.details["errors"]] == missing
     for field in missing:
         assert field in info.value.message
-    assert "state=absent" in info.value.message
+    assert info.value.message.startswith("no VM of that name exists"), info.value.message
+    assert "to create one, set " in info.value.message
 
 
 def test_plan_needs_no_size_for_an_existing_or_unwanted_vm():

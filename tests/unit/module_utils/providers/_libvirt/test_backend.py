@@ -390,3 +390,17 @@ def test_pause_and_suspend(provider):
         assert stopped["state"] == "stopped" and not dom.hasManagedSaveImage(0)
     finally:
         provider.delete("ps")
+
+
+def test_a_stopped_vm_shows_no_address_from_its_last_lease(provider):
+    mac = "52:54:00:aa:00:09"
+    provider.create({"name": "leased", "vcpus": 1, "memory_mb": 64,
+                     "interfaces": [{"network": "default", "mac": mac}]})
+    conn = provider._connection()
+    dom = conn.lookupByName("leased")
+    leases = {mac: ["192.168.122.9"]}  # the lease outlives the guest
+    assert provider._vm(conn, dom, leases=leases, arp=False)["addresses"] == []
+    provider.power("leased", "on")
+    running = provider._vm(conn, dom, leases=leases, arp=False)
+    assert running["addresses"] == ["192.168.122.9"]
+    assert running["interfaces"][0]["address_source"] == "lease"
