@@ -374,3 +374,23 @@ def test_https_against_a_plain_http_endpoint_is_a_tls_error_with_the_fix(lab, vs
     assert result["error"]["details"]["attempts"] == 1  # not retried
     assert time.monotonic() - began < 30
     assert vsphere["password"] not in run.output
+
+
+def test_a_frozen_redis_under_the_open_policy_leaves_the_provider_its_deadline(lab, start_redis, tmp_path):
+    """store_failure: open, a frozen Redis and a deadline shorter than store_timeout: the store
+    costs at most its share of the deadline, and the healthy provider answers within it."""
+    server = start_redis()
+    url = "redis://:%s@127.0.0.1:%d/0" % (server.password, server.port)
+    server.freeze()
+    tasks = [_task("describe", module="vm_info", provider=_provider(lab), store_failure="open",
+                   state_store=url, resilience={"deadline": "3s"})]
+    try:
+        run = run_playbook(tmp_path, [play(tasks)])
+    finally:
+        server.thaw()
+    result, took = _timed(run, "describe")
+    assert not result.failed, result  # was: Timeout ... no time left before the deadline, 3.09 s
+    assert isinstance(result["vms"], list)
+    assert len(_fell_back(result)) == 1, result.get("warnings")
+    assert took < 3.0 + MARGIN, took
+    assert server.password not in run.output

@@ -280,3 +280,21 @@ def test_the_lab_writes_a_source_without_secrets(lab, vsphere):
                           env=dict(os.environ, ANSIBLE_INVENTORY_UNPARSED_FAILED="1"))
     assert proc.returncode == 0, proc.stderr
     assert "|--hv1" in proc.stdout and "|--DC0_C0_H0" in proc.stdout and "@zone_az1" in proc.stdout
+
+
+def test_a_frozen_store_under_the_open_policy_leaves_the_providers_their_timeout(lab, tmp_path, start_redis):
+    """store_failure: open, a frozen Redis and timeout: 4s: every hypervisor is listed, with one
+    warning naming the store; the store took at most its share of the time."""
+    server = start_redis()
+    url = "redis://:%s@127.0.0.1:%d/0" % (server.password, server.port)
+    source, env = _source(lab, tmp_path, state_store=url, store_failure="open", timeout="4s",
+                          cache=False)
+    server.freeze()
+    try:
+        run = run_inventory(tmp_path, source, env=env)
+    finally:
+        server.thaw()
+    assert run.rc == 0 and server.password not in run.output, run
+    assert {"hv1", "hv2", "hv3"} <= set(run.hosts("hypervisors")), run  # was: no host
+    assert run.stderr.count("(store_failure=open)") == 1, run.stderr
+    assert run.wall < 4.0 + MARGIN, run
