@@ -12,9 +12,9 @@ description:
   - Every provider is asked at the same time (at most O(concurrency) at once), each through the
     collection's resilience policy with its own circuit breaker, and each within O(timeout), so a
     provider that is down, hangs or whose breaker is open never delays the others for longer.
-  - A provider that gives no answer yields a warning. When the inventory cache holds its last
-    good answer (a refresh with the cache on), its hosts come from there, marked stale with
-    their age; otherwise its hosts are missing, and the V(resilient_virt_unreachable_providers)
+  - A provider that gives no answer yields a warning. With the inventory cache on, its last
+    good answer (kept in the state store up to O(max_stale_age), whatever O(cache_timeout) is)
+    gives its hosts, marked stale with their age; otherwise its hosts are missing, and the V(resilient_virt_unreachable_providers)
     variable of the C(all) group names it. O(fail_on_errors) (or O(strict)) makes that an error.
     The V(resilient_virt_provider_answers) variable of C(all) tells, for every provider, whether
     it answered, in how long, its breaker state and its error.
@@ -46,7 +46,11 @@ extends_documentation_fragment:
   - inventory_cache
 options:
   plugin:
-    description: Marks this file as a source of this plugin.
+    description:
+      - Marks this file as a source of this plugin.
+      - A key of the file that is not an option of this plugin (a typo), or a boolean option
+        that is not V(true) or V(false) (such as V(maybe)), fails the source before any provider
+        is asked.
     required: true
     type: str
     choices: [resilient.virt.hypervisors]
@@ -90,7 +94,9 @@ options:
     description:
       - Resilience settings for every provider (retries, breaker, rate limit, time limits of each
         call), as the modules' O(resilience) option; see the modules' documentation.
-      - The deadline of each call is at most O(timeout).
+      - The deadline of each call is at most O(timeout) less a tenth (at most 1 s), so that a
+        provider's own error (a refused port is V(Unavailable)) is reported, not the inventory's
+        V(Timeout).
     type: dict
     default: {}
   timeout:
@@ -142,7 +148,12 @@ options:
     elements: str
     default: ["resilient_virt_name"]
   prefix:
-    description: Start of every host variable this plugin sets (but C(ansible_host)).
+    description:
+      - Start of every host variable this plugin sets (but C(ansible_host)) - letters, digits and
+        C(_), starting with a letter or C(_), at most 64 characters; anything else fails the
+        source.
+      - With another prefix, the O(hostnames) expressions that name a variable of the default
+        prefix (C(resilient_virt_name)) name the same variable of this one.
     type: str
     default: resilient_virt_
   group_prefix:
@@ -153,6 +164,14 @@ options:
     description: Set C(ansible_host) of a VM to its first address, when the provider knows one.
     type: bool
     default: true
+  max_stale_age:
+    description:
+      - With the inventory cache on (O(cache)), how long a provider that gives no answer keeps
+        its last good answer, marked stale with its age - whatever O(cache_timeout) is. The last
+        good answers are kept in the state store (O(state_store)), so they outlive the cache.
+      - A duration (V(12h), V(30m)) or seconds; V(0) serves no stale answer.
+    type: str
+    default: 24h
   fail_on_errors:
     description:
       - Fail the inventory when a provider gives no answer, instead of warning (a stale answer
@@ -213,6 +232,7 @@ from ansible.inventory.group import to_safe_group_name
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 
 import os
+import re
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import VirtError
 from ansible_collections.resilient.virt.plugins.module_utils._masking import (
@@ -221,6 +241,9 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._environm
     environment_catalog)
 
 CACHE_VERSION = 1
+_VARIABLE_START = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+DEFAULT_PREFIX = "resilient_virt_"
+STALE_NAMESPACE = "inventory_answers"  # the last good answers of each source, in the state store
 
 
 class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
@@ -231,8 +254,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
 
     def parse(self, inventory, loader, path, cache=True):
         super().parse(inventory, loader, path, cache)
-        self._read_config_data(path)
+        config = self._read_config_data(path)
         self._secrets = []
+        self._check_source(config)
         try:
             providers = self.templar.template(self.get_option("providers"))
         except Exception as exc:  # noqa: BLE001 - a template of the user's: say which option
@@ -244,6 +268,39 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             self._populate(path, providers, cache)
         except VirtError as err:
             raise AnsibleParserError("%s: %s" % (err.type, self._scrub(err.message))) from None
+
+    def _check_source(self, config):
+        """Refuse, before any provider is asked, what Ansible itself lets through: an option this
+        plugin does not have (a typo), a boolean that is not one (``include_vms: maybe`` would be
+        false), a ``prefix`` that cannot start a variable name."""
+        from ansible_collections.resilient.virt.plugins.module_utils._convert import to_bool
+        from ansible_collections.resilient.virt.plugins.module_utils._input import shown, text_problem
+
+        known = dict((key, {}) for key in self._options)
+        known.update(self.option_definitions or {})
+        problems = []
+        for key in sorted(set(config) - set(known) - {"plugin"}, key=str):
+            problems.append("%s: not an option of %s (a typo?); known options: %s" % (
+                key, self.NAME, ", ".join(sorted(known))))
+        for key, definition in sorted(known.items()):
+            if (definition or {}).get("type") in ("bool", "boolean") and key in config and \
+                    config[key] is not None and not isinstance(config[key], bool):
+                try:
+                    to_bool(config[key])
+                except ValueError:
+                    problems.append("%s: %s is not a boolean; use true or false" % (
+                        key, shown(config[key])))
+        prefix = self.get_option("prefix")
+        if not isinstance(prefix, str) or not re.match(_VARIABLE_START, prefix):
+            problems.append("prefix: %s cannot start a variable name; use letters, digits and '_', "
+                            "starting with a letter or '_' (default resilient_virt_)" % shown(prefix))
+        group_prefix = self.get_option("group_prefix")
+        if group_prefix:
+            problem = text_problem(group_prefix, 64, "a group name prefix")
+            if problem:
+                problems.append("group_prefix: %s" % problem)
+        if problems:
+            raise AnsibleParserError("InvalidSpec: " + "; ".join(problems))
 
     # -- answers -------------------------------------------------------------------------------
     def _populate(self, path, providers, cache):
@@ -264,12 +321,48 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         if use_cache and cache and stored is not None:
             answers = [stored["answers"][name] for name in sorted(stored["answers"])]
         else:
-            answers = self._scan(providers)
-            answers, keep = with_cache(answers, stored["answers"] if stored else None)
+            answers, store = self._scan(providers)
+            max_age = self._max_stale_age()
+            last_good = self._last_good(store, key, providers) if use_cache and max_age else None
+            answers, keep = with_cache(answers, last_good or (stored["answers"] if stored else None),
+                                       max_age=max_age)
             if use_cache:
                 self._cache[key] = {"version": CACHE_VERSION, "answers": keep}
+                if max_age:
+                    self._keep_good(store, key, keep)
         self._report(answers)
         self._add(answers)
+
+    def _max_stale_age(self):
+        from ansible_collections.resilient.virt.plugins.module_utils._convert import parse_duration
+
+        return parse_duration(self.get_option("max_stale_age"), "max_stale_age")
+
+    def _last_good(self, store, key, providers):
+        """The last good answer of each provider of this source, from the state store (None when
+        it has none or cannot be read: the inventory cache's answers serve then)."""
+        if store is None:
+            return None
+        try:
+            record = store.get(STALE_NAMESPACE, key)
+        except VirtError:
+            return None
+        answers = (record or {}).get("answers")
+        if not isinstance(answers, dict):
+            return None
+        return dict((name, answer) for name, answer in answers.items() if name in providers)
+
+    def _keep_good(self, store, key, keep):
+        """Keep the good answers of this run (and the older ones it served stale) in the state
+        store, where they outlive the cache's timeout, for O(max_stale_age)."""
+        if store is None or not keep:
+            return
+        try:
+            store.update(STALE_NAMESPACE, key, lambda old, now: ({"answers": keep}, None))
+        except VirtError as err:
+            self.display.warning("the last good answers of the providers were not kept in the "
+                                 "state store (%s: %s); a provider that is down later is served "
+                                 "from the inventory cache only" % (err.type, self._scrub(err.message)))
 
     def _scan(self, providers):
         from ansible_collections.resilient.virt.plugins.module_utils._convert import parse_duration
@@ -280,9 +373,12 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         from ansible_collections.resilient.virt.plugins.module_utils._state.fallback import policy_store
         from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 
+        from ansible_collections.resilient.virt.plugins.module_utils._state.store import check_url
+
         timeout = parse_duration(self.get_option("timeout"), "timeout")
         if not timeout:
             raise AnsibleParserError("timeout: give the longest a provider may take, such as 30s")
+        check_url(self.get_option("state_store"), os.environ)
         concurrency = self.get_option("concurrency")
         if concurrency < 1:
             raise AnsibleParserError("concurrency: %d is not a number of providers; use 1 or more"
@@ -293,8 +389,11 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         stores = dict(state_store=self.get_option("state_store"),
                       store_failure=self.get_option("store_failure"))
         settings = resolve_settings(resilience, **stores)
-        if settings.deadline is None or settings.deadline > timeout:
-            settings = resolve_settings(dict(resilience, deadline=timeout), **stores)
+        # the calls end a little before the inventory stops waiting, so that a provider's own
+        # error (a refused port: Unavailable) is reported rather than the inventory's Timeout
+        limit = timeout - min(1.0, 0.1 * timeout)
+        if settings.deadline is None or settings.deadline > limit:
+            settings = resolve_settings(dict(resilience, deadline=limit), **stores)
         fell_back = []
         try:
             store = policy_store(lambda: open_store(settings.state_store, timeout=settings.store_timeout),
@@ -302,14 +401,14 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         except VirtError as err:
             if err.type == "InvalidSpec":
                 raise
-            return failed_answers(providers, err)
+            return failed_answers(providers, err), None
         answers = scan(providers, lambda name: settings, store,
                        include_vms=self.get_option("include_vms"), vm_filters=vm_filters,
                        concurrency=concurrency, timeout=timeout,
                        details=self.get_option("vm_details"))
         for warning in fell_back:
             self.display.warning(self._scrub(warning))
-        return answers
+        return answers, store
 
     def _scrub(self, text):
         return scrub(text, self._secrets)
@@ -385,7 +484,12 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
 
     def _host_name(self, variables, what, strict):
         problems = []
-        for expression in self.get_option("hostnames"):
+        hostnames = self.get_option("hostnames")
+        prefix = self.get_option("prefix")
+        if prefix != DEFAULT_PREFIX:  # the default names hosts by the default prefix's variable
+            hostnames = [prefix + e[len(DEFAULT_PREFIX):] if e.startswith(DEFAULT_PREFIX) and
+                         e[len(DEFAULT_PREFIX):].isidentifier() else e for e in hostnames]
+        for expression in hostnames:
             if expression in variables:  # a bare variable name: no need for a template
                 value = variables[expression]
             else:

@@ -137,22 +137,24 @@ def failed_answers(providers, err):
             for name in sorted(providers, key=str)]
 
 
-def with_cache(answers, cached, now=None):
+def with_cache(answers, cached, now=None, max_age=None):
     """(answers to use, cache to keep). A failed answer whose provider has a good answer in
-    ``cached`` (name -> answer) is replaced by that one, marked ``stale`` with its
-    ``age_seconds`` and this run's ``error``; configuration errors are never hidden this way.
-    The new cache holds the good answers of this run and the cached ones it used, for the
-    providers of this run only."""
+    ``cached`` (name -> answer) at most ``max_age`` seconds old (None: any age) is replaced by
+    that one, marked ``stale`` with its ``age_seconds`` and this run's ``error``; configuration
+    errors are never hidden this way. The new cache holds the good answers of this run and the
+    cached ones it used, for the providers of this run only."""
     now = time.time() if now is None else now
     cached = cached if isinstance(cached, dict) else {}
     used, keep = [], {}
     for answer in answers:
         name = answer["name"]
         old = cached.get(name)
+        young = isinstance(old, dict) and isinstance(old.get("scanned_at"), (int, float)) and (
+            max_age is None or now - old["scanned_at"] <= max_age)
         if answer["ok"]:
             used.append(answer)
             keep[name] = answer
-        elif isinstance(old, dict) and old.get("ok") and \
+        elif young and old.get("ok") and \
                 (answer["error"] or {}).get("type") not in FATAL_ERRORS:
             stale = dict(old, stale=True, error=answer["error"], breaker=answer["breaker"],
                          age_seconds=round(max(0.0, now - old["scanned_at"]), 1))

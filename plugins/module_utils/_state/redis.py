@@ -72,7 +72,8 @@ class RedisStore(StateStore):
             self._client = redis.Redis.from_url(url, **options)
         except ValueError as exc:
             raise InvalidSpec("state_store %s is not a valid Redis URL (%s); expected "
-                              "redis://[:password@]host:port/db or rediss://..."
+                              "redis://host:port/db or rediss://host:port/db (a password goes before the host "
+                              "as :password@)"
                               % (self.url, redact(exc))) from exc
 
     @property

@@ -26,17 +26,21 @@ import re
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, StoreUnavailable, redact)
 
-__all__ = ("StateStore", "open_store", "default_store_url", "ENV_VAR", "DEFAULT_TIMEOUT", "ACCEPTED_FORMS")
+__all__ = ("StateStore", "open_store", "check_url", "default_store_url", "ENV_VAR", "DEFAULT_TIMEOUT",
+           "ACCEPTED_FORMS")
 
 ENV_VAR = "RESILIENT_VIRT_STATE_STORE"
 DEFAULT_TIMEOUT = 5.0  # seconds one operation may take when the caller gives no limit
 _NAMESPACE = re.compile(r"^[A-Za-z0-9_.-]+$")
-ACCEPTED_FORMS = ("sqlite:///abs/path/state.db, sqlite://~/path/state.db, "
-                  "redis://[:password@]host:port/db, rediss://[:password@]host:port/db, "
-                  "redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]"
-                  "[?sentinel_password=...], redis+cluster://[[user]:password@]host:port[,host:port...] "
-                  "(rediss+sentinel:// and rediss+cluster:// for TLS)")
+# written so that the redaction of URL passwords leaves it whole: no "scheme://...@" in it
+ACCEPTED_FORMS = ("sqlite:///abs/path/state.db, sqlite://~/path/state.db, redis://host:port/db, "
+                  "rediss://host:port/db, redis+sentinel://host:port[,host:port...]/service[/db], "
+                  "redis+cluster://host:port[,host:port...] (rediss+sentinel and rediss+cluster "
+                  "for TLS; a password goes before the host as :password@, with a user as "
+                  "user:password@; a Sentinel's own in the query parameter sentinel_password)")
 _OPEN = {}  # (pid, url) -> store opened by open_store in this process
+_REDIS_SCHEMES = ("redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster",
+                  "rediss+cluster")
 
 
 def check_namespace(namespace):
@@ -129,12 +133,34 @@ def _open(url, timeout):
     if scheme == "sqlite":
         from ansible_collections.resilient.virt.plugins.module_utils._state.sqlite import SQLiteStore
         return SQLiteStore(_sqlite_path(url), timeout)
-    if scheme in ("redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster",
-                  "rediss+cluster"):
+    if scheme in _REDIS_SCHEMES:
         from ansible_collections.resilient.virt.plugins.module_utils._state.redis import RedisStore
         return RedisStore(url, timeout)
     raise InvalidSpec("state_store %r is not a supported URL; accepted forms: %s (or set %s)"
                       % (redact(url), ACCEPTED_FORMS, ENV_VAR))
+
+
+def _url(url, environ):
+    if environ is None:
+        environ = os.environ
+    return (url or environ.get(ENV_VAR) or default_store_url()).strip()
+
+
+def check_url(url=None, environ=None):
+    """Raise InvalidSpec naming the store when the URL that :func:`open_store` would use is not
+    a state store URL; nothing is opened or contacted."""
+    url = _url(url, environ)
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme == "sqlite":
+        _sqlite_path(url)
+    elif scheme in _REDIS_SCHEMES:
+        try:
+            from ansible_collections.resilient.virt.plugins.module_utils._state.redis import RedisStore
+        except ImportError:  # opening it says what is missing
+            return
+        RedisStore(url)  # parses the URL; connects to nothing
+    else:
+        _open(url, DEFAULT_TIMEOUT)  # the error of an unsupported URL
 
 
 def open_store(url=None, environ=None, timeout=None):
@@ -143,9 +169,7 @@ def open_store(url=None, environ=None, timeout=None):
     ``timeout`` bounds each operation (default :data:`DEFAULT_TIMEOUT`). Stores are cached per
     process and URL; a closed or failed store is opened again on the next call.
     """
-    if environ is None:
-        environ = os.environ
-    url = (url or environ.get(ENV_VAR) or default_store_url()).strip()
+    url = _url(url, environ)
     cache_key = (os.getpid(), url)
     store = _OPEN.get(cache_key)
     if store is None or store.closed or store.failure is not None:
