@@ -14,10 +14,11 @@ description:
     provider that is down, hangs or whose breaker is open never delays the others for longer.
   - A provider that gives no answer yields a warning. With the inventory cache on, its last
     good answer (kept in the state store up to O(max_stale_age), whatever O(cache_timeout) is)
-    gives its hosts, marked stale with their age; otherwise its hosts are missing, and the V(resilient_virt_unreachable_providers)
-    variable of the C(all) group names it. O(fail_on_errors) (or O(strict)) makes that an error.
-    The V(resilient_virt_provider_answers) variable of C(all) tells, for every provider, whether
-    it answered, in how long, its breaker state and its error.
+    gives its hosts, marked stale with their age; otherwise its hosts are missing, and the
+    V(resilient_virt_unreachable_providers) variable of the C(all) group names it.
+    O(fail_on_errors) (or O(strict)) makes that an error. The
+    V(resilient_virt_provider_answers) variable of C(all) tells, for every provider, whether it
+    answered, in how long, its breaker state and its error.
   - A VM or host deleted while the inventory is read is left out, never an error.
   - Uses any file whose name ends in C(hypervisors.yml) or C(hypervisors.yaml), so that AWX's
     C(auto) inventory plugin accepts it.

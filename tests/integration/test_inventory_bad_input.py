@@ -39,7 +39,8 @@ BAD = [
     ({"prefix": "rv\x01_"}, "prefix: 'rv\\x01_' cannot start a variable name"),
     ({"prefix": "my-vars."}, "prefix: 'my-vars.' cannot start a variable name"),
     ({"group_prefix": "g\u202e"}, "group_prefix: "),
-    ({"state_store": "mongodb://:Store-Pa55@db:27017/x"}, "state_store 'mongodb://***@db:27017/x' is not a supported URL"),
+    ({"state_store": "mongodb://:Store-Pa55@db:27017/x"},
+     "state_store 'mongodb://***@db:27017/x' is not a supported URL"),
     ({"state_store": "redis+sentinel://:Store-Pa55@h1"}, "state_store redis+sentinel://***@h1"),
 ]
 
