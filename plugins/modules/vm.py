@@ -146,8 +146,11 @@ options:
         description: Cluster name.
         type: str
       host:
-        description: ESXi host name.
+        description:
+          - ESXi host name.
+          - Alias C(esxi_hostname), the name community.vmware uses for the ESXi host a VM runs on.
         type: str
+        aliases: [esxi_hostname]
       resource_pool:
         description:
           - Resource pool - its name (unique where the VM goes) or its inventory path, such as
@@ -262,8 +265,10 @@ options:
         (from its guest agent, a DHCP lease or the ARP table on libvirt; VMware Tools on
         vSphere), at most O(wait_timeout); the task fails with V(Timeout) when none comes.
         Ignored in check mode.
+      - Alias O(wait_for_ip_address), the name community.vmware's C(vmware_guest) uses.
     type: bool
     default: false
+    aliases: [wait_for_ip_address]
   wait_timeout:
     description: How long O(wait_for_ip) waits (seconds, or C(30s), C(5m)).
     type: raw
@@ -598,7 +603,7 @@ class VmModule(ResilientModule):
         placement=dict(type="dict", options=dict(
             datacenter=dict(type="str"),
             cluster=dict(type="str"),
-            host=dict(type="str"),
+            host=dict(type="str", aliases=["esxi_hostname"]),
             resource_pool=dict(type="str"),
             folder=dict(type="str"),
             datastore=dict(type="str"),
@@ -619,7 +624,7 @@ class VmModule(ResilientModule):
             meta_data=dict(type="dict"),
             network_config=dict(type="raw"),
         )),
-        wait_for_ip=dict(type="bool", default=False),
+        wait_for_ip=dict(type="bool", default=False, aliases=["wait_for_ip_address"]),
         wait_timeout=dict(type="raw", default="5m"),
         force=dict(type="bool", default=False),
         shutdown_timeout=dict(type="raw", default="60s"),

@@ -59,6 +59,7 @@ options:
         255 characters without control, invisible or direction-changing characters (such as
         U+200B or U+202E); C(vcpus) 1 to 4096; C(memory_mb) 1 to 16777216; each disk's
         C(size_gb) 1 to 1048576; C(metadata) one level of at most 256 keys.
+      - C(placement) takes C(esxi_hostname) as another name of C(host), as in M(resilient.virt.vm).
     type: list
     elements: dict
     required: true

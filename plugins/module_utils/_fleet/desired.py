@@ -117,6 +117,23 @@ def _dict(value, path, problems):
     return value
 
 
+def _placement(value, path, problems):
+    """A dict; ``esxi_hostname`` (community.vmware's name, an alias as in the vm module) is
+    given as ``host``."""
+    if not isinstance(value, dict):
+        problems.append((path, "must be a dict"))
+        return value
+    if value.get("esxi_hostname") is None:
+        return dict((k, v) for k, v in value.items() if k != "esxi_hostname")
+    if value.get("host") is not None:
+        problems.append((path + ".esxi_hostname", "is another name of %s.host, which is given "
+                         "too; give one of them" % path))
+        return value
+    placement = dict(value, host=value["esxi_hostname"])
+    del placement["esxi_hostname"]
+    return placement
+
+
 def _metadata(value, path, problems):
     if not isinstance(value, dict):
         problems.append((path, "must be a dict of key: value"))
@@ -131,7 +148,7 @@ def _metadata(value, path, problems):
 
 _CHECKS = {"vcpus": _bounded, "memory_mb": _bounded, "disks": _dicts, "interfaces": _dicts,
            "boot": _strings, "tags": _strings, "metadata": _metadata, "autostart": _bool,
-           "placement": _dict, "template": _text, "guest_id": _text, "customization": _dict,
+           "placement": _placement, "template": _text, "guest_id": _text, "customization": _dict,
            "libvirt": _dict, "cloud_init": _dict}
 
 

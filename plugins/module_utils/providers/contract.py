@@ -75,11 +75,13 @@ class Option:
 
     ``secret`` options (passwords, tokens) are never shown in errors or results. ``env`` names
     the environment variable whose value is used when the provider dict leaves the key unset.
+    ``aliases`` are other names the key may be given by (the names other collections use).
     """
 
     def __init__(self, kind: str = "str", default: Any = None, required: bool = False,
                  choices: tuple[Any, ...] | None = None, secret: bool = False,
-                 doc: str = "", env: str | None = None):
+                 doc: str = "", env: str | None = None, aliases: tuple[str, ...] = ()):
+        self.aliases = tuple(aliases)
         self.kind = kind
         self.default = default
         self.required = required
@@ -145,6 +147,26 @@ def _with_environment(options: dict[str, Option], config: dict[str, Any],
     return values, sources
 
 
+def _without_aliases(options: dict[str, Option], config: dict[str, Any]
+                     ) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """``config`` with every alias given (``hostname``) under its option's key (``host``), and
+    an error for an option given by two names."""
+    config, errors = dict(config), []
+    for key, option in options.items():
+        for alias in option.aliases:
+            if config.get(alias) is None:
+                config.pop(alias, None)
+                continue
+            if config.get(key) is not None:
+                errors.append({"path": "provider.%s" % alias, "message": "provider.%s is another "
+                               "name of provider.%s, which is given too; give one of them"
+                               % (alias, key)})
+                config.pop(alias)
+                continue
+            config[key] = config.pop(alias)
+    return config, errors
+
+
 def config_errors(options: dict[str, Option], config: dict[str, Any], type_name: str | None,
                   environ: Mapping[str, str] | None = None
                   ) -> tuple[dict[str, Any], list[dict[str, str]]]:
@@ -154,7 +176,8 @@ def config_errors(options: dict[str, Option], config: dict[str, Any], type_name:
     ``environ`` takes its value, and errors about it name the variable. Unknown keys are errors
     (typos are caught); secret values are never echoed.
     """
-    clean, errors = {}, []
+    config, errors = _without_aliases(options, config)
+    clean = {}
     values, sources = _with_environment(options, config, environ)
     for key, value in values.items():
         path = sources.get(key) or "provider.%s" % key
@@ -226,7 +249,8 @@ class Provider:
         if not isinstance(config, dict):
             raise InvalidSpec("provider must be a dict such as {type: %s, ...}, not %s"
                               % (self.type_name, type(config).__name__))
-        given, sources = _with_environment(self.options, config, environ)
+        given, sources = _with_environment(self.options, _without_aliases(self.options, config)[0],
+                                           environ)
         self.sources: dict[str, str] = sources  # key -> the environment variable its value came from
         self._secrets = secret_values(given)
         clean, errors = config_errors(self.options, config, self.type_name, environ)

@@ -102,7 +102,9 @@ class VSphereProvider(SharedConnectionMixin, Provider):
     reconfigurable = frozenset(("vcpus", "memory_mb", "metadata", "tags", "disks", "interfaces",
                                 "placement"))
     options = dict(Provider.options, **{
-        "host": Option(required=True, env="VMWARE_HOST", doc="vCenter or ESXi host name or address."),
+        "host": Option(required=True, env="VMWARE_HOST", aliases=("hostname",),
+                       doc="vCenter or ESXi host name or address (alias hostname, as in "
+                           "community.vmware)."),
         "port": Option("int", default=443, env="VMWARE_PORT", doc="Port of the SOAP API (/sdk)."),
         "protocol": Option(default="https", choices=("https", "http"),
                            doc="https; http only for a simulator or lab on loopback."),
