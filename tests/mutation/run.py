@@ -65,11 +65,26 @@ MUTANTS = {
         "if self._crowded[name] or None in member_hosts",
         "if None in member_hosts",
         "a VM passes the rules while two other members of its reservation run on one host"),
-    "greedy-budget-ignored": (
+    "greedy-stops-at-once": (
         FAILOVER + "reconcile.py",
-        "        if self.budget is not None and self.checks > self.budget:\n",
-        "        if False:\n",
-        "the plain greedy runs on past its budget"),
+        "                if _within(self.stop, self.held):\n",
+        "                if True:\n",
+        "the plain greedy gives up before it holds what the packing does, which may hold more"),
+    "greedy-joins-least-shared": (
+        FAILOVER + "reconcile.py",
+        "            name = next((name for name in index.shared()\n",
+        "            name = next((name for name in reversed(list(index.shared()))\n",
+        "the plain greedy joins the least shared reservation, not the most shared"),
+    "two-slot-vms-kept-apart": (
+        FAILOVER + "reconcile.py",
+        "        kinds = (True, False) if multi else (False, True)\n",
+        "        kinds = (True,) if multi else (False, True)\n",
+        "a two-slot VM opens a reservation where a one-slot VM's would take it as it is"),
+    "migration-ignores-the-greedy": (
+        FAILOVER + "reconcile.py",
+        "                    and (greedy[2] or (fitted <= greedy[0] and len(now) <= greedy[1]))):\n",
+        "                    and True):\n",
+        "a settled zone holding more than the plain greedy's plan stays as it is"),
     "pair-search-off": (
         FAILOVER + "reconcile.py",
         "        if missing == 2 and self.strategy == PACK:\n",
@@ -122,13 +137,13 @@ MUTANTS = {
         "a VM requiring three or more slots is searched for one fewer than its zone can give"),
     "one-slot-vms-kept-apart": (
         FAILOVER + "reconcile.py",
-        "        kinds = (True,) if multi else (False, True)\n",
-        "        kinds = (True,) if multi else (False,)\n",
+        "        kinds = (True, False) if multi else (False, True)\n",
+        "        kinds = (True, False) if multi else (False,)\n",
         "a one-slot VM opens a reservation where one serving a two-slot VM would take it"),
     "one-slot-vms-join-two-slot-first": (
         FAILOVER + "reconcile.py",
-        "        kinds = (True,) if multi else (False, True)\n",
-        "        kinds = (True,) if multi else (True, False)\n",
+        "        kinds = (True, False) if multi else (False, True)\n",
+        "        kinds = (True, False) if multi else (True, False)\n",
         "a one-slot VM takes a two-slot VM's reservation before its own kind's"),
     "one-order-only": (
         FAILOVER + "reconcile.py",

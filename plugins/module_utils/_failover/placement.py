@@ -210,6 +210,20 @@ class HostPicker:
                 best, best_room = hv.name, room
         return best
 
+    def least_loaded(self, vm, az, needs):
+        """Name of the hypervisor :meth:`pick` would allow with the least memory in use (its VMs
+        and reservations) for its memory, the first by name on a tie, or None: the plain
+        greedy's choice."""
+        best, best_load = None, None
+        for hv in self._zones.get(az, ()):
+            if hv.name in self._closed or self._room_for(vm, hv, needs) is None:
+                continue
+            load = (hv.memory_mb - self._ledger.free(hv.name)[1]) / max(1, hv.memory_mb)
+            if (best_load is None or load < best_load) \
+                    and self._graph.new_slot_allowed(vm.uuid, hv.name):
+                best, best_load = hv.name, load
+        return best
+
     def closed_to(self, vm, az, needs):
         """True when a hypervisor that got a new reservation this cycle would otherwise take
         one for ``vm`` (with ``one_per_host``): the limit, not the fleet, leaves it short."""

@@ -41,6 +41,7 @@ import hashlib
 import itertools
 import time
 from dataclasses import replace
+from typing import NamedTuple
 
 from ansible_collections.resilient.virt.plugins.module_utils._conditions import READY, make_condition, set_condition
 from ansible_collections.resilient.virt.plugins.module_utils._failover.bounds import lower_bound
@@ -58,7 +59,8 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import Timeo
 
 __all__ = ("stale_allocations", "empty_reservations", "is_due", "find_problem",
            "INVALID_RESOURCES", "HOST_NOT_FOUND", "VM_DOES_NOT_FIT", "run_cycle", "ACTIVE_REASON",
-           "EMPTY", "REPLACED", "CONSOLIDATED", "WAITING", "PACK", "GREEDY", "PlanningDeadline")
+           "EMPTY", "REPLACED", "CONSOLIDATED", "WAITING", "PACK", "GREEDY", "PlanningDeadline",
+           "plain_greedy", "Target")
 
 
 # -- Allocations whose VM is gone or has moved, and reservations left empty.
@@ -158,11 +160,6 @@ WAITING = ("waiting for a later cycle: VM %s, served before it in its zone with 
 PACK = "pack"
 GREEDY = "greedy"
 STRATEGIES = (PACK, GREEDY)
-GREEDY_CHECKS = (2, 20000)
-"""The plain greedy is abandoned once it has asked whether a VM may join a reservation more than
-twice as often as the packing did (leaving out the packing's pair search) and more than 20,000
-times: on a large fleet it searches far longer and holds several times more (make bench), while
-on small fleets it always runs."""
 ORDERS = (4, 40000)
 """A plan built from nothing is packed again in up to 4 other orders among VMs of one size (ties
 of ``_Cycle._hardest_first``, broken by a hash of order and uuid instead of the uuid) while all
@@ -179,8 +176,14 @@ At 5 %, settled plans this planner built from nothing moved too, on some benchma
 little less memory in the end and far more on the way."""
 
 
-class _OverBudget(Exception):
-    """A strategy asked more join questions than its budget allows."""
+class _Dominated(Exception):
+    """The plain greedy, planning from nothing, already holds in every zone at least the memory
+    and reservations, and misses at least the slots, of the figures it was given: it can only
+    hold more. ``figures``: its own so far, {zone: [memory_mb, reservations, slots missing]}."""
+
+    def __init__(self, figures):
+        super().__init__()
+        self.figures = figures
 
 
 class PlanningDeadline:
@@ -224,11 +227,10 @@ def run_cycle(hypervisors, vms, reservations, settings, now, cycle=0, running=No
     VM list lacks); deadline: seconds the whole cycle may plan for (every strategy, order and
     the target), None for no limit: past it the cycle raises Timeout (see PlanningDeadline).
 
-    The cycle is planned packing (best fit, growth), again packing in other orders as ORDERS
-    says, and as the plain greedy (most shared first), and the plan that holds the least
-    memory per slot it gives, then leaves fewer slots missing, then holds fewer reservations, is
-    kept (the first planned on a tie). The greedy stops early past GREEDY_CHECKS. When packing
-    gives no VM a slot and leaves none short, the others would plan the same and are not run.
+    The cycle is planned packing, again packing in other orders as ORDERS says, and as the
+    plain greedy; the kept plan holds no more memory and no more reservations, and leaves no
+    more slots missing, than the greedy's (see :func:`_cheapest`). When packing gives no VM a
+    slot and leaves none short, the others would plan the same and are not run.
 
     In such a cycle (with ``max_changes`` > 0 and every VM processed each cycle), the plan one
     cycle builds for the fleet from nothing, without the limit per hypervisor, is built as a
@@ -237,15 +239,15 @@ def run_cycle(hypervisors, vms, reservations, settings, now, cycle=0, running=No
     """
     clock = None if deadline is None else PlanningDeadline(deadline)
 
-    def plan(strategy, order=0, budget=None, target=None):
+    def plan(strategy, order=0, stop=None, target=None):
         planner = _Cycle(hypervisors, vms, reservations, settings, now, cycle, running or {},
-                         strategy, budget, order, target, clock)
+                         strategy, stop, order, target, clock)
         return planner, planner.run()
 
     target = None
     if settings.max_changes and not settings.max_vms_to_process:
-        def target():
-            return _new_plan(hypervisors, vms, settings, now, running, clock)
+        def target(current):
+            return _new_plan(hypervisors, vms, settings, now, running, clock, current)
     best = _cheapest(plan, reservations, target)
     zones = {hv.name: hv.az for hv in hypervisors}
     best.lower_bound = lower_bound(vms, settings.requirements,
@@ -254,40 +256,115 @@ def run_cycle(hypervisors, vms, reservations, settings, now, cycle=0, running=No
 
 
 def _cheapest(plan, reservations, target=None):
-    """The plan of least :func:`_cost` among packing (given ``target``, see :class:`_Cycle`),
-    packing in other orders (see ORDERS) and the plain greedy; ``plan(strategy, order=,
-    budget=, target=)`` gives (planner, result). When packing gives no VM a slot and leaves
-    none short, every strategy plans the same, and packing's plan is kept alone."""
-    results, budget = [], None
-    for strategy in STRATEGIES:
-        if strategy == PACK:
-            planner, result = plan(PACK, target=target)
-            if planner.settled:
-                return result
-            budget = max(GREEDY_CHECKS[0] * (planner.checks - planner.pair_checks),
-                         GREEDY_CHECKS[1])
-            results += [result] + [plan(PACK, order)[1] for order
-                                   in range(1, 1 + _other_orders(planner, reservations))]
-        else:
-            try:
-                results.append(plan(strategy, budget=budget)[1])
-            except _OverBudget:
-                pass
-    return min(results, key=_cost)  # the first planned on a tie
+    """The plan a cycle keeps: of the packings (given ``target``, see :class:`_Cycle`; in other
+    orders, see ORDERS) and, planning from nothing, the plain greedy, those no worse than the
+    greedy (:func:`_no_worse`), and of those the least :func:`_cost` (the first planned on a
+    tie, the greedy last). ``plan(strategy, order=, stop=, target=)`` gives (planner, result).
+    When packing gives no VM a slot and leaves none short, its plan is kept alone."""
+    packs, greedy = _candidates(plan, reservations, target)
+    if greedy is None:
+        return min(packs, key=_cost)
+    fleet = {"": [sum(figures[i] for figures in greedy.values()) for i in range(3)]}
+    return min([result for result in packs if _no_worse(_by_zone(result, ""), fleet)] or packs,
+               key=_cost)
 
 
-def _new_plan(hypervisors, vms, settings, now, running, clock=None):
-    """The plan one cycle builds for the fleet from nothing, every VM at once and without the
-    limit per hypervisor: the target a plan is moved towards (see migration), within the
-    cycle's ``clock`` (a PlanningDeadline or None)."""
+def _candidates(plan, reservations, target=None, current=None):
+    """([results], the greedy's {zone: figures} (see :func:`_by_zone`)): the packings', then
+    the greedy's when it ran to the end. The greedy plans only from nothing (no
+    ``reservations``), and stops once it holds, in every zone, at least what the best packing
+    holds and what ``current`` ({zone: figures}) does (see :class:`_Dominated`): its figures
+    so far are then given. None for the greedy when it did not run."""
+    planner, result = plan(PACK, target=target)
+    if planner.settled:
+        return [result], None
+    packs = [result] + [plan(PACK, order)[1] for order
+                        in range(1, 1 + _other_orders(planner, reservations))]
+    if GREEDY not in STRATEGIES or reservations:
+        return packs, None
+    stop = _by_zone(min(packs, key=_cost))
+    for zone, figures in (current or {}).items():
+        stop[zone] = [max(pair) for pair in zip(stop.get(zone, (0, 0, 0)), figures)]
+    try:
+        greedy = plan(GREEDY, stop=stop)[1]
+    except _Dominated as stopped:
+        return packs, stopped.figures
+    return packs + [greedy], _by_zone(greedy)
+
+
+def _by_zone(result, only=None):
+    """{zone: [memory_mb, reservations, slots missing]} of ``result``; with ``only``, the whole
+    fleet under that key."""
+    figures = {}
+    for res in result.reservations:
+        held = figures.setdefault(res.az if only is None else only, [0, 0, 0])
+        held[0] += reservation_size(res.resources)[1]
+        held[1] += 1
+    for status in result.vm_status:
+        figures.setdefault(status.az if only is None else only, [0, 0, 0])[2] += status.short_by
+    return figures
+
+
+def _within(figures, than):
+    """True when ``figures`` ({zone: [memory, reservations, missing]}) are nowhere above
+    ``than``'s, in any zone and any of the three."""
+    return all(a <= b for zone, held in figures.items()
+               for a, b in zip(held, than.get(zone, (0, 0, 0))))
+
+
+def _no_worse(figures, greedy):
+    """True when, in every zone of ``figures`` ({zone: [memory, reservations, missing]}), the
+    plan leaves fewer slots missing than ``greedy``, or as many holding no more memory and no
+    more reservations (a plan better in one of those and worse in the other is worse)."""
+    for zone, (memory, count, missing) in figures.items():
+        most = greedy.get(zone, (0, 0, 0))
+        if missing > most[2] or (missing == most[2] and (memory > most[0] or count > most[1])):
+            return False
+    return True
+
+
+class Target(NamedTuple):
+    """The plan a settled cycle may move towards: ``reservations``, and per zone the slots
+    that plan leaves missing and the plain greedy's figures (memory_mb, reservations, slots
+    missing; its figures so far when it stopped, see :class:`_Dominated`)."""
+
+    reservations: list
+    missing: dict
+    greedy: dict
+
+
+def _new_plan(hypervisors, vms, settings, now, running, clock=None, current=None):
+    """The :class:`Target` for the fleet built from nothing, every VM at once and without the
+    limit per hypervisor, within the cycle's ``clock`` (a PlanningDeadline or None): in each
+    zone the part of the packings' or the greedy's plan of least :func:`_cost` among those no
+    worse there than the greedy's. ``current``: {zone: figures} of the plan now."""
     free = replace(settings, limit_one_new_per_hypervisor=False, max_vms_to_process=0)
 
-    def plan(strategy, order=0, budget=None, target=None):
-        planner = _Cycle(hypervisors, vms, [], free, now, 0, running or {}, strategy, budget,
+    def plan(strategy, order=0, stop=None, target=None):
+        planner = _Cycle(hypervisors, vms, [], free, now, 0, running or {}, strategy, stop,
                          order, clock=clock)
         return planner, planner.run()
 
-    return _cheapest(plan, [])
+    results, greedy = _candidates(plan, [], current=current)
+    figures = [_by_zone(result) for result in results]
+    greedy = greedy or figures[0]
+    slots = []
+    for result in results:
+        given = slots.append({}) or slots[-1]
+        for status in result.vm_status:
+            given[status.az] = given.get(status.az, 0) + min(status.held, status.required)
+    reservations, missing = [], {}
+    for zone in sorted(set().union(*figures)):
+        parts = []
+        for index, held in enumerate(figures):
+            memory, count, short = held.get(zone, [0, 0, 0])
+            if _no_worse({zone: [memory, count, short]}, greedy):
+                given = slots[index].get(zone, 0)
+                parts.append((memory / given if given else 0, short, count, index))
+        index = min(parts)[3] if parts else 0
+        reservations += [res for res in results[index].reservations if res.az == zone]
+        missing[zone] = figures[index].get(zone, [0, 0, 0])[2]
+    return Target(reservations, missing, greedy)
 
 
 def _other_orders(planner, reservations):
@@ -307,7 +384,7 @@ def _cost(result):
 
 class _Cycle:
     def __init__(self, hypervisors, vms, reservations, settings, now, cycle, running, strategy,
-                 budget=None, order=0, target=None, clock=None):
+                 stop=None, order=0, target=None, clock=None):
         self.hv = _unique(hypervisors, "name", "hypervisors")
         self.vms = _unique(vms, "uuid", "vms")
         originals = _unique(reservations, "name", "reservations")
@@ -338,10 +415,10 @@ class _Cycle:
                 self.multi_on_host[vm.host] = self.multi_on_host.get(vm.host, 0) + 1
         self.serves_multi = {}
         self.checks = 0  # join questions asked (_may_join, _may_grow)
-        self.pair_checks = 0  # of those, asked by _pair
-        self.budget = budget
+        self.stop = stop  # {zone: figures} past which the plain greedy stops (see _Dominated)
+        self.held = {}  # with stop: {zone: [memory_mb, reservations, slots missing]} so far
         self.order = order
-        self.target = target  # () -> the plan to move towards, built when needed (see migration)
+        self.target = target  # (figures now) -> the Target to move towards, built when needed
         self.target_plan = None  # its result, once built
         self.settled = False  # step 5 gave no VM a slot and left none short
         self.protected = set()  # reservations realizing the target: consolidation leaves them
@@ -441,6 +518,7 @@ class _Cycle:
         for need in deferred:
             status[need.vm.uuid].why = ("waiting for a later cycle (max_vms_to_process=%d)"
                                         % self.settings.max_vms_to_process)
+            self._held(status[need.vm.uuid].az)[2] += need.required - need.held
         self.zones = self._zone_indexes()
         picker = HostPicker(self.hv.values(), self.ledger, self.graph,
                             self.settings.limit_one_new_per_hypervisor)
@@ -454,11 +532,18 @@ class _Cycle:
                 continue
             vm_status.why = self._cover(need, vm_status.az, pool[1], picker)
             vm_status.held = len(self.graph.reservations_of(need.vm.uuid))
+            if self.stop is not None:
+                self._held(vm_status.az)[2] += vm_status.short_by
+                if _within(self.stop, self.held):
+                    raise _Dominated(self.held)
             if vm_status.why is not None and self._limit_left_short(need.vm, pool, picker):
                 waiting[pool] = need.vm.uuid
         self.result.processed = len(selected)
         self.result.deferred = len(deferred)
         self.status = status
+
+    def _held(self, zone):
+        return self.held.setdefault(zone, [0, 0, 0])
 
     def _limit_left_short(self, vm, pool, picker):
         """True, when packing, if ``vm`` requires two or more slots and (just served, still
@@ -510,6 +595,8 @@ class _Cycle:
         self.graph.add_vm(vm.uuid, vm.host)
         index = self.zones.setdefault(az, ZoneIndex())
         missing = need.required - need.held
+        if self.strategy == GREEDY:
+            return self._cover_plainly(vm, missing, az, needs, index, picker)
         path = None
         if missing == 2 and self.strategy == PACK:
             path = self._pair(vm, needs, index, picker, az)
@@ -531,6 +618,27 @@ class _Cycle:
             self._join(vm, target, grow=kind == "grow")
             self.result.reused += 1
         return None if complete else picker.explain(vm, az, needs)
+
+    def _cover_plainly(self, vm, missing, az, needs, index, picker):
+        """The plain greedy: each of ``vm``'s ``missing`` slots in the reservation serving the
+        most VMs that it may join as it is (the oldest on a tie), else in a new one on the
+        least loaded hypervisor it may use (HostPicker.least_loaded); why it stays short, or
+        None."""
+        free_of_traits = not needs.required and not needs.forbidden
+        for _slot in range(missing):
+            self._check_time()
+            name = next((name for name in index.shared()
+                         if self._may_join(vm, name, needs, free_of_traits)), None)
+            if name is not None:
+                self._join(vm, name, grow=False)
+                self.result.reused += 1
+                continue
+            host = picker.least_loaded(vm, az, needs)
+            if host is None:
+                return picker.explain(vm, az, needs)
+            self._create(vm, az, host)
+            picker.used(host)
+        return None
 
     def _join(self, vm, name, grow):
         """Add ``vm`` to reservation ``name``, grown to fit it first when ``grow``."""
@@ -575,13 +683,9 @@ class _Cycle:
 
     def _pair(self, vm, needs, index, picker, az):
         """Two existing reservations ``vm`` may take together (see placement.slot_pairs), or
-        None. The join questions it asks are also counted in ``pair_checks``: the plain greedy
-        asks none of that kind, and its budget leaves them out."""
-        before = self.checks
-        found = self._first_pair(vm, needs, list(itertools.islice(
+        None."""
+        return self._first_pair(vm, needs, list(itertools.islice(
             self._options(vm, needs, index, picker, az, (), new=False), PAIR_OPTIONS)), picker)
-        self.pair_checks += self.checks - before
-        return found
 
     def _first_pair(self, vm, needs, options, picker=None):
         """The first of ``options``' pairs (placement.slot_pairs) that ``vm`` may take together,
@@ -639,26 +743,21 @@ class _Cycle:
         """Choices for the VM's next slot, best first: ``former`` reservations (in order), then
         shared reservations, then (with ``new``) a new reservation.
 
-        The plain greedy offers every reservation the VM fits in, most shared first. Packing
-        offers those :meth:`_joinable` gives, then reservations of the VM's own kind that can
-        grow to fit it, the least growth first."""
+        Packing offers those :meth:`_joinable` gives, then reservations of the VM's own kind
+        that can grow to fit it, the least growth first (the plain greedy asks none:
+        :meth:`_cover_plainly`)."""
         self._check_time()  # once per slot the search looks for, join questions or not
         free_of_traits = not needs.required and not needs.forbidden
         for name in former:
             if self._may_join(vm, name, needs, free_of_traits):
                 yield "share", name
-        if self.strategy != PACK:
-            for name in index.shared():
-                if name not in former and self._may_join(vm, name, needs, free_of_traits):
-                    yield "share", name
-        else:
-            for name in self._joinable(vm, needs, index, former):
-                yield "share", name
-            multi = self.multi[vm.uuid]
-            for name in index.smaller(vm.memory_mb, spread=multi):
-                if name not in former and self.serves_multi[name] == multi \
-                        and self._may_grow(vm, name, needs, free_of_traits):
-                    yield "grow", name
+        for name in self._joinable(vm, needs, index, former):
+            yield "share", name
+        multi = self.multi[vm.uuid]
+        for name in index.smaller(vm.memory_mb, spread=multi):
+            if name not in former and self.serves_multi[name] == multi \
+                    and self._may_grow(vm, name, needs, free_of_traits):
+                yield "grow", name
         if not new:
             return
         host = picker.pick(vm, az, needs)
@@ -682,7 +781,7 @@ class _Cycle:
         (DependencyGraph.pairs_closed), so that pairs stay open for the VMs served after it."""
         free_of_traits = not needs.required and not needs.forbidden
         multi = self.multi[vm.uuid]
-        kinds = (True,) if multi else (False, True)
+        kinds = (True, False) if multi else (False, True)
         names = (name for kind in kinds for name in index.fitting(vm.memory_mb or 0, spread=multi)
                  if name not in skip and self.serves_multi.get(name) == kind
                  and self._may_join(vm, name, needs, free_of_traits))
@@ -694,8 +793,6 @@ class _Cycle:
 
     def _count_check(self):
         self.checks += 1
-        if self.budget is not None and self.checks > self.budget:
-            raise _OverBudget()
         self._check_time()
 
     def _check_time(self):
@@ -770,6 +867,10 @@ class _Cycle:
         self.zones.setdefault(az, ZoneIndex()).add(name, reservation_size(resources)[1], 1)
         self.serves_multi[name] = self.multi[vm.uuid]
         self.result.created.append(name)
+        if self.stop is not None:
+            held = self._held(az)
+            held[0] += reservation_size(resources)[1]
+            held[1] += 1
         return name
 
     # -- consolidation: empty the least used reservations into others, then fit sizes to VMs.
@@ -839,25 +940,30 @@ class _Cycle:
 
     def _moving_zones(self):
         """{zone: (target reservations, migration.Progress)} of the zones that move towards
-        the target: it holds MIGRATION_GAIN less memory than the zone (once step 7 has shrunk
-        its reservations) and some VM has not moved yet. The target fits on the hypervisors as
+        the target: it leaves no slot of the zone missing, some VM has not moved yet, and it
+        holds MIGRATION_GAIN less memory than the zone (once step 7 has shrunk its
+        reservations) or the zone holds more memory or more reservations than the plain
+        greedy's plan, covering every VM there, does. The target fits on the hypervisors as
         they are without the zone's reservations, so each target reservation finds room once
         the reservations realizing none are given back; until then a VM may wait."""
-        if self.target_plan is None:
-            self.target_plan = self.target()
-        plan = self.target_plan
-        if plan.summary["slots_missing"]:
-            return {}
-        targets, current = {}, {}
-        for res in plan.reservations:
-            targets.setdefault(res.az, []).append(res)
+        current = {}
         for res in self.work.values():
             current.setdefault(self._zone_of(res), []).append(res)
+        if self.target_plan is None:
+            self.target_plan = self.target({az: [self._fitted_memory(held), len(held), 0]
+                                            for az, held in current.items()})
+        plan = self.target_plan
+        targets = {}
+        for res in plan.reservations:
+            targets.setdefault(res.az, []).append(res)
         memory = {uuid: vm.memory_mb or 0 for uuid, vm in self.vms.items()}
         moving = {}
         for az in sorted(targets):
             target, now = targets[az], current.get(az, [])
-            if _memory(target) > (1 - MIGRATION_GAIN) * self._fitted_memory(now):
+            fitted, greedy = self._fitted_memory(now), plan.greedy.get(az, (0, 0, 0))
+            if plan.missing.get(az) or (
+                    _memory(target) > (1 - MIGRATION_GAIN) * fitted
+                    and (greedy[2] or (fitted <= greedy[0] and len(now) <= greedy[1]))):
                 continue
             state = progress(target, now, memory)
             if state.pending:
@@ -1029,3 +1135,9 @@ def _growth(res, vm):
     """(cpu, memory_mb) that ``res`` must grow by to fit ``vm``."""
     cpu, mem = reservation_size(res.resources)
     return max(0, (vm.vcpus or 0) - cpu), max(0, (vm.memory_mb or 0) - mem)
+
+
+def plain_greedy(hypervisors, vms, settings, now):
+    """The plain greedy's plan for the fleet from nothing, in one cycle (see
+    :meth:`_Cycle._cover_plainly`): the plan every cycle's is compared with."""
+    return _Cycle(hypervisors, vms, [], settings, now, 0, {}, GREEDY).run()

@@ -6,7 +6,6 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.resilient.virt.plugins.module_utils._failover import reconcile
 from ansible_collections.resilient.virt.plugins.module_utils._failover.evacuation import (
     plan_evacuation)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import DependencyGraph
@@ -342,21 +341,3 @@ def test_roomy_fleet_converges_to_full_coverage_and_stays(fleet):
     assert _memory(again.reservations) <= covered_at  # then it stays, holding no more
     assert {r.name: r.allocations for r in again.reservations} == \
         {r.name: r.allocations for r in result.reservations}
-
-
-@settings(**PROFILE)
-@given(fleets())
-def test_the_plain_greedy_stops_past_its_budget(fleet):
-    """With no join questions allowed, the greedy gives up at once and the cycle keeps the
-    packing's plan, whichever would have held less."""
-    hypervisors, vms, limit = fleet
-    options = FailoverSettings(requirements=dict(REQUIREMENTS), limit_one_new_per_hypervisor=limit)
-    saved = reconcile.STRATEGIES, reconcile.GREEDY_CHECKS
-    try:
-        reconcile.STRATEGIES = (reconcile.PACK,)
-        packing = run_cycle(hypervisors, vms, [], options, now=NOW)
-        reconcile.STRATEGIES, reconcile.GREEDY_CHECKS = saved[0], (0, 0)
-        stopped = run_cycle(hypervisors, vms, [], options, now=NOW)
-    finally:
-        reconcile.STRATEGIES, reconcile.GREEDY_CHECKS = saved
-    assert [r.to_dict() for r in stopped.reservations] == [r.to_dict() for r in packing.reservations]
