@@ -145,18 +145,14 @@ def cycles(vm_count, host_count, seed, traits, start=(), keep_plan=False, most=M
 
 
 def plain_greedy(vm_count, host_count, seed, traits):
-    """One pass of the planner's greedy strategy alone, without the limit per hypervisor."""
+    """The plain greedy's plan from nothing, one pass, without the limit per hypervisor."""
     model, reconcile, settings = _imports()
     hypervisors, vms = make_fleet(vm_count, host_count, seed, traits)
     options = settings.FailoverSettings(requirements=dict(REQUIREMENTS),
                                         limit_one_new_per_hypervisor=False)
-    strategies, reconcile.STRATEGIES = reconcile.STRATEGIES, (reconcile.GREEDY,)
-    try:
-        began = time.perf_counter()
-        result = reconcile.run_cycle(hypervisors, vms, [], options, now=1.8e9)
-        return _figures(result, time.perf_counter() - began)
-    finally:
-        reconcile.STRATEGIES = strategies
+    began = time.perf_counter()
+    result = reconcile.plain_greedy(hypervisors, vms, options, now=1.8e9)
+    return _figures(result, time.perf_counter() - began)
 
 
 def bounds(vms):
@@ -484,6 +480,9 @@ def main(argv=None):
     result = measure(QUICK_FLEETS if args.quick else FLEETS, args.seed, args.baseline,
                      SPREAD_SEEDS[:2] if args.quick else SPREAD_SEEDS)
     print(table(result))
+    from bench_failover_shapes import SHAPE_FLEETS, sweep
+
+    print("\n" + "\n".join(sweep(20 if args.quick else SHAPE_FLEETS)[1]))
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(result, handle, indent=2)
