@@ -638,6 +638,9 @@ class VmModule(ResilientModule):
             UNREAD, find_by_uuid, reconcile)
 
         params = self.params
+        if params.get("placement"):  # Ansible keeps an alias's key next to its option's
+            params["placement"] = dict((key, value) for key, value in params["placement"].items()
+                                       if key != "esxi_hostname")
         shutdown_timeout = parse_duration(params["shutdown_timeout"], "shutdown_timeout")
         wait = params["wait_for_ip"] and not self.check_mode
         if params["wait_for_ip"] and params["state"] not in ("running", "restarted"):
