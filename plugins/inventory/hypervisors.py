@@ -60,7 +60,7 @@ options:
       - The providers to list, as the modules' O(providers) option - a dict of a name to the
         provider's settings (C(type) and the backend's options; see P(resilient.virt.provider#module)).
       - Give secrets with a template, such as
-        C("{{ lookup('ansible.builtin.env', 'VCENTER_PASSWORD') }}") (an AWX credential then
+        V("{{ lookup('ansible.builtin.env', 'VCENTER_PASSWORD'\) }}") (an AWX credential then
         injects the variable), or as vault-encrypted values. They are never shown in a warning,
         an error or a host variable.
       - Settings an entry leaves unset come from the environment, as for the modules (AWX's
@@ -182,23 +182,23 @@ options:
 """
 
 EXAMPLES = r"""
-# lab.hypervisors.yml: two libvirt hosts and a vCenter, VMs included, grouped by zone
+# Two files (each is one source; replace the providers' settings with yours).
+# lab.hypervisors.yml: two libvirt hosts and a vCenter, VMs included, grouped by zone and tag
 plugin: resilient.virt.hypervisors
 providers:
-  kvm1:
+  hv1:
     type: libvirt
-    uri: qemu+ssh://root@kvm1.example.com/system
+    uri: qemu+ssh://root@hv1.example.com/system
     az: zone-a
-  kvm2:
+  hv2:
     type: libvirt
-    uri: qemu+ssh://root@kvm2.example.com/system
+    uri: qemu+ssh://root@hv2.example.com/system
     az: zone-b
-  vcenter:
+  vc:
     type: vsphere
     host: vcenter.example.com
     username: inventory@vsphere.local
     password: "{{ lookup('ansible.builtin.env', 'VCENTER_PASSWORD') }}"
-    datacenter: DC1
 include_vms: true
 timeout: 20s
 keyed_groups:
@@ -207,12 +207,13 @@ keyed_groups:
 compose:
   maintenance_window: "'sunday' if resilient_virt_zone == 'zone-a' else 'saturday'"
 
+---
 # running.hypervisors.yml: only the running VMs whose name starts with web-, cached for AWX
 plugin: resilient.virt.hypervisors
 providers:
-  kvm1:
+  hv1:
     type: libvirt
-    uri: qemu+ssh://root@kvm1.example.com/system
+    uri: qemu+ssh://root@hv1.example.com/system
 include_vms: true
 vm_filters:
   name: "web-*"
@@ -225,6 +226,7 @@ cache: true
 cache_plugin: ansible.builtin.jsonfile
 cache_connection: /var/tmp/resilient_virt_inventory
 cache_timeout: 600
+max_stale_age: 12h
 # in AWX, set the source's "enabled_var" to resilient_virt_enabled (with "enabled_value" True)
 """
 

@@ -126,38 +126,57 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Back up a VM (full)
+# Assumes providers hv1 (libvirt) and vc (vSphere) in module_defaults, as in resilient.virt.vm's examples.
+- name: A VM to back up
+  resilient.virt.vm:
+    provider: hv1
+    name: app2
+    vcpus: 1
+    memory_mb: 512
+    disks:
+      - {size_gb: 1}
+    state: running
+
+- name: Back up the VM (full)
   resilient.virt.backup:
     provider: hv1
-    vm: web1
+    vm: app2
   register: full
 
 - name: Back up only what changed, keeping the last 7 backups
   resilient.virt.backup:
     provider: hv1
-    vm: web1
+    vm: app2
     incremental: true
     keep_last: 7
+  register: incremental
 
-- name: Start a backup and return at once
+- name: Start a backup and return at once (resilient.virt.backup_status waits for it)
   resilient.virt.backup:
     provider: hv1
-    vm: web1
+    vm: app2
     wait: false
   register: started
+
+- name: Wait for it
+  resilient.virt.backup_status:
+    mode: wait
+    name: "{{ started.record.name }}"
+    provider: hv1
+    timeout: 30m
 
 - name: Restore the newest backup to a new VM (left stopped)
   resilient.virt.backup:
     provider: hv1
-    vm: web1
+    vm: app2
     state: restored
-    target: web1-restored
-    name: web1-restore-drill
+    target: app2-restored
+    name: app2-restore-drill
 
-- name: Delete a backup
+- name: Delete a backup (one that no other builds on)
   resilient.virt.backup:
     provider: hv1
-    name: "{{ full.record.name }}"
+    name: "{{ incremental.record.name }}"
     state: absent
 """
 

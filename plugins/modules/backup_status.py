@@ -99,29 +99,53 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: List the failed backups of a VM
-  resilient.virt.backup_status:
-    vm: web1
-    kind: backup
-    phase: [Failed, PartiallyFailed]
-  register: failed_backups
+# Assumes providers hv1 (libvirt) and vc (vSphere) in module_defaults, as in resilient.virt.vm's examples.
+- name: A VM to back up
+  resilient.virt.vm:
+    provider: hv1
+    name: app2
+    vcpus: 1
+    memory_mb: 512
+    disks:
+      - {size_gb: 1}
+    state: running
 
-- name: Wait for a backup started with wait=false
+- name: Start a backup and return at once
+  resilient.virt.backup:
+    provider: hv1
+    vm: app2
+    wait: false
+  register: started
+
+- name: Wait for it
   resilient.virt.backup_status:
     mode: wait
     name: "{{ started.record.name }}"
     provider: hv1
     timeout: 30m
 
+- name: List the failed backups of a VM
+  resilient.virt.backup_status:
+    vm: app2
+    kind: backup
+    phase: [Failed, PartiallyFailed]
+  register: failed_backups
+
 - name: Adopt or fail the records whose run died (for example on a schedule)
   resilient.virt.backup_status:
     mode: reconcile
-    providers: "{{ resilient_virt_providers }}"
 
-- name: Mark a record failed by hand
+- name: Start another backup
+  resilient.virt.backup:
+    provider: hv1
+    vm: app2
+    wait: false
+  register: aborted
+
+- name: Mark it failed by hand (an operator stopped it)
   resilient.virt.backup_status:
     mode: set
-    name: web1-backup-20261123t030000-1a2b
+    name: "{{ aborted.record.name }}"
     set_phase: Failed
     set_reason: OperatorAborted
     set_message: the storage behind the backup pool was replaced

@@ -55,35 +55,36 @@ notes:
 """
 
 EXAMPLES = r"""
+# Assumes providers hv1 (libvirt) and vc (vSphere) in module_defaults, as in resilient.virt.vm's examples.
 - name: Show every breaker
   resilient.virt.circuit_breaker:
   register: breakers
 
-- name: Show the breaker of one hypervisor
+- name: Hold calls to a hypervisor before maintenance (a breaker comes into being with its first call)
   resilient.virt.circuit_breaker:
-    name: libvirt:hv1
-
-- name: Hold calls to a hypervisor before maintenance
-  resilient.virt.circuit_breaker:
-    name: libvirt:hv1
+    provider: hv1
     state: open
     resilience:
       reset_timeout: 30m
 
-- name: Let calls through again after maintenance (the breaker of a provider, by provider)
+- name: Show the breaker of one hypervisor, by name
   resilient.virt.circuit_breaker:
-    provider: {type: libvirt, name: hv1, uri: "qemu+ssh://root@hv1/system"}
+    name: libvirt:hv1
+
+- name: Skip the hypervisors whose breaker is open
+  ansible.builtin.debug:
+    msg: "{{ item.key }} refuses calls until {{ item.value.half_open_at }}"
+  loop: "{{ resilient_virt_breakers | default({}) | dict2items | selectattr('value.state', 'eq', 'open') }}"
+
+- name: Let calls through again after maintenance
+  resilient.virt.circuit_breaker:
+    provider: hv1
     state: reset
 
 - name: Forget the breaker of a decommissioned hypervisor
   resilient.virt.circuit_breaker:
     name: libvirt:hv9
     state: absent
-
-- name: Skip the hypervisors whose breaker is open
-  ansible.builtin.debug:
-    msg: "{{ item.key }} refuses calls until {{ item.value.half_open_at }}"
-  loop: "{{ resilient_virt_breakers | default({}) | dict2items | selectattr('value.state', 'eq', 'open') }}"
 """
 
 RETURN = r"""

@@ -158,13 +158,20 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Plan reservations for every VM of the libvirt fleet
+# Assumes providers hv1, hv2 (libvirt) and vc (vSphere) in module_defaults, as in resilient.virt.vm's examples.
+- name: Plan reservations for every VM of every provider
   resilient.virt.failover_reservation:
     all_providers: true
     requirements:
       "hana_*": 2
       "*": 1
   register: plan
+
+- name: Say how much of the reserved capacity the guarantee needs
+  ansible.builtin.debug:
+    msg: >-
+      {{ plan.summary.reserved_memory_mb }} MiB reserved,
+      {{ plan.summary.memory_vs_lower_bound }}x the least any valid plan can hold
 
 - name: Plan for an explicit fleet, without writing (check mode)
   resilient.virt.failover_reservation:
@@ -174,28 +181,22 @@ EXAMPLES = r"""
       - {name: kvm1, az: az1, cpu: 32, memory_mb: 262144}
       - {name: kvm2, az: az1, cpu: 32, memory_mb: 262144}
     vms:
-      - {uuid: 5d3e..., host: kvm1, az: az1, flavor: m1.large, vcpus: 4, memory_mb: 16384}
+      - {uuid: 5d3e6f1a-0b7c-4c2e-9a61-3f2d8e4b7c10, host: kvm1, az: az1, flavor: m1.large, vcpus: 4, memory_mb: 16384}
   check_mode: true
 
 - name: Evacuate a failed hypervisor onto the reservations
   resilient.virt.failover_reservation:
     all_providers: true
     state: evacuated
-    failed_hosts: [kvm3]
+    failed_hosts: [hv2]
 
 - name: Move what can be moved off two failed hypervisors, and report the rest
   resilient.virt.failover_reservation:
     all_providers: true
     state: evacuated
-    failed_hosts: [kvm3, kvm4]
+    failed_hosts: [hv1, hv2]
     allow_partial: true
   register: evacuation
-
-- name: Say how much of the reserved capacity the guarantee needs
-  ansible.builtin.debug:
-    msg: >-
-      {{ plan.summary.reserved_memory_mb }} MiB reserved,
-      {{ plan.summary.memory_vs_lower_bound }}x the least any valid plan can hold
 
 - name: Drop all reservations of a creator
   resilient.virt.failover_reservation:

@@ -39,19 +39,25 @@ attributes:
 """
 
 EXAMPLES = r"""
+# Assumes providers hv1 (libvirt) and vc (vSphere) in module_defaults, as in resilient.virt.vm's examples.
 - name: Check a libvirt host
   resilient.virt.provider:
-    provider: {type: libvirt, uri: "qemu+ssh://root@kvm1/system", name: kvm1}
-  register: kvm1
+    provider: hv1
+  register: hv1_check
 
-- name: Check every host of the inventory, each with its own provider variable
+- name: Check a vCenter without listing its hosts
+  resilient.virt.provider:
+    provider: vc
+    list_hypervisors: false
+
+- name: Check every host of the inventory, each with its own provider dict in the host variable resilient_virt_provider
   resilient.virt.provider:
     provider: "{{ resilient_virt_provider }}"
-  ignore_errors: true
+  ignore_errors: true  # a provider that is down fails its host's task; the play goes on
 
 - name: Close the breaker after maintenance
   resilient.virt.provider:
-    provider: kvm1
+    provider: hv1
     state: reset
 """
 

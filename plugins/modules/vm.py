@@ -293,11 +293,10 @@ attributes:
 """
 
 EXAMPLES = r"""
-- name: A small VM, running, on a local libvirt host
+# Assumes providers hv1 (libvirt: networks default, storage; the image below) and vc in module_defaults, as set below.
+- name: A small VM, running
   resilient.virt.vm:
-    provider:
-      type: libvirt
-      uri: qemu:///system
+    provider: hv1
     name: web1
     vcpus: 1
     memory_mb: 512
@@ -305,9 +304,9 @@ EXAMPLES = r"""
     state: running
 
 - name: A production KVM guest - host-model CPU, console and guest agent (the defaults), VNC, a
-    random number generator through the XML escape hatch
+    random number generator through the XML escape hatch (on the libvirt network default)
   resilient.virt.vm:
-    provider: {type: libvirt, uri: "qemu+ssh://root@kvm1/system"}
+    provider: hv1
     name: app1
     vcpus: 2
     memory_mb: 2048
@@ -321,47 +320,40 @@ EXAMPLES = r"""
         - "<rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>"
     state: running
 
-- name: A guest from a cloud image - a 20 GiB overlay on the image, a full copy of a data disk
-    in another pool, and cloud-init user data (kept out of every result and log)
-  resilient.virt.vm:
-    provider: {type: libvirt, uri: "qemu+ssh://root@kvm1/system"}
-    name: web2
-    vcpus: 2
-    memory_mb: 2048
-    disks:
-      - {base_image: /var/lib/libvirt/images/debian-12-genericcloud-amd64.qcow2, size_gb: 20}
-      - {base_image: templates/data.qcow2, clone: copy, pool: fast}
-    interfaces:
-      - {network: default}
-    cloud_init:
-      user_data:
-        users:
-          - name: deploy
-            ssh_authorized_keys: ["{{ deploy_public_key }}"]
-            sudo: "ALL=(ALL) NOPASSWD:ALL"
-        packages: [nginx]
-      network_config: {version: 2, ethernets: {eth0: {dhcp4: true}}}
-    state: running
-
-- name: Set providers once, then refer to them by name
+- name: Set providers once - a catalog such as resilient_virt_providers in group_vars - then use their names
+  # resilient_virt_providers:
+  #   hv1: {type: libvirt, uri: "qemu+ssh://root@hv1.example.com/system"}
+  #   vc: {type: vsphere, host: vcenter.example.com, username: automation, password: "{{ vault_vc_password }}"}
   module_defaults:
     group/resilient.virt.all:
-      providers:
-        kvm1: {type: libvirt, uri: "qemu+ssh://root@kvm1/system"}
-        vc: {type: vsphere, host: vcenter.example.com, username: automation, password: "{{ vc_password }}"}
+      providers: "{{ resilient_virt_providers }}"
       resilience:
         retry_preset: conservative
         failure_threshold: 3
   block:
-    - name: Grow a VM's memory
+    - name: A database VM
       resilient.virt.vm:
-        provider: kvm1
+        provider: hv1
         name: db1
-        memory_mb: 8192
+        vcpus: 2
+        memory_mb: 2048
+        disks:
+          - {size_gb: 20}
+        interfaces:
+          - {network: default}
+        metadata: {owner: team-a, temporary: "yes"}
+        tags: [db]
+        state: running
+
+    - name: Grow its memory (a running VM runs with it after its next start)
+      resilient.virt.vm:
+        provider: hv1
+        name: db1
+        memory_mb: 4096
 
     - name: Day 2 - a second disk and interface hot-plugged, an owner changed, a label removed
       resilient.virt.vm:
-        provider: kvm1
+        provider: hv1
         name: db1
         disks:
           - {size_gb: 20}
@@ -379,19 +371,57 @@ EXAMPLES = r"""
         msg: db1 must be restarted to run with its new configuration
       when: db1.restart_required
 
-    - name: Stop a VM, forcing it off after two minutes
+    - name: Stop it, forcing it off when it has not shut down after 20 seconds
       resilient.virt.vm:
-        provider: kvm1
+        provider: hv1
         name: db1
         state: stopped
-        shutdown_timeout: 2m
+        shutdown_timeout: 20s
         force: true
 
-- name: Remove a VM
+- name: A guest from a cloud image - a 20 GiB overlay on the image, a full copy of it as a data
+    disk, and cloud-init user data (kept out of every result and log)
   resilient.virt.vm:
-    provider: kvm1
-    name: web1
+    provider: hv1
+    name: web2
+    vcpus: 2
+    memory_mb: 2048
+    disks:
+      - {base_image: /var/lib/libvirt/images/debian-12-genericcloud-amd64.qcow2, size_gb: 20}
+      - {base_image: debian-12-genericcloud-amd64.qcow2, clone: copy, pool: default}
+    interfaces:
+      - {network: default}
+    cloud_init:
+      user_data:
+        users:
+          - name: deploy
+            ssh_authorized_keys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleKeyOnly deploy@example.com"]
+            sudo: "ALL=(ALL) NOPASSWD:ALL"
+        packages: [nginx]
+      network_config: {version: 2, ethernets: {eth0: {dhcp4: true}}}
+    state: running
+
+- name: A VM on vCenter, on a given ESXi host (esxi_hostname - community.vmware's name - is an alias of host)
+  resilient.virt.vm:
+    provider: vc
+    name: vc-web1
+    vcpus: 1
+    memory_mb: 1024
+    placement:
+      esxi_hostname: DC0_C0_H0
+    state: running
+
+- name: Remove the VMs
+  resilient.virt.vm:
+    provider: "{{ item.provider }}"
+    name: "{{ item.name }}"
     state: absent
+  loop:
+    - {provider: hv1, name: web1}
+    - {provider: hv1, name: app1}
+    - {provider: hv1, name: web2}
+    - {provider: hv1, name: db1}
+    - {provider: vc, name: vc-web1}
 """
 
 RETURN = r"""

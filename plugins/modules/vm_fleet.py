@@ -162,50 +162,75 @@ seealso:
 """
 
 EXAMPLES = r"""
+# Assumes providers hv1, hv2 (libvirt) and vc (vSphere) in module_defaults, as in resilient.virt.vm's examples.
 - name: Web VMs on two libvirt hosts and vCenter, running
   resilient.virt.vm_fleet:
     owner: web
-    providers:
-      kvm1: {type: libvirt, uri: "qemu+ssh://root@kvm1/system"}
-      kvm2: {type: libvirt, uri: "qemu+ssh://root@kvm2/system"}
-      vc: {type: vsphere, host: vcenter.example.com, username: automation, password: "{{ vc_password }}"}
     vms:
-      - {name: web1, provider: kvm1, vcpus: 1, memory_mb: 1024, state: running}
-      - {name: web2, provider: kvm2, vcpus: 1, memory_mb: 1024, state: running}
+      - {name: web1, provider: hv1, vcpus: 1, memory_mb: 1024, state: running}
+      - {name: web2, provider: hv2, vcpus: 1, memory_mb: 1024, state: running}
       - {name: web3, provider: vc, vcpus: 2, memory_mb: 2048, state: running, tags: [web]}
 
-- name: Keep exactly the listed VMs of the "ci" fleet, deleting at most 3 others
+- name: Nightly, read every VM and fix drift, and retry what failed
+  resilient.virt.vm_fleet:
+    owner: web
+    vms: "{{ web_vms }}"
+    full: true
+    retry_now: true
+    fail_on_error: false
+  vars:
+    web_vms:  # the list of the first task, kept in one variable (group_vars) for every run
+      - {name: web1, provider: hv1, vcpus: 1, memory_mb: 1024, state: running}
+      - {name: web2, provider: hv2, vcpus: 1, memory_mb: 1024, state: running}
+      - {name: web3, provider: vc, vcpus: 2, memory_mb: 2048, state: running, tags: [web]}
+  register: fleet
+
+- name: Show the VMs that are not where they should be
+  ansible.builtin.debug:
+    msg: "{{ fleet.vms | selectattr('outcome', 'in', ['failed', 'deferred']) | map(attribute='name') }}"
+
+- name: Keep exactly the listed VMs of the "ci" fleet on hv1, deleting at most 3 others
   resilient.virt.vm_fleet:
     owner: ci
-    provider: {type: libvirt, uri: "qemu:///system"}
+    provider: hv1
     vms:
       - {name: ci-runner-1, vcpus: 2, memory_mb: 2048, state: running}
       - {name: ci-runner-2, vcpus: 2, memory_mb: 2048, state: running}
     prune: true
     max_prune: 3
 
-- name: Make a VM created by hand part of the "ci" fleet, so that a later prune may delete it
+- name: A VM created by hand (here by resilient.virt.vm), outside any fleet
+  resilient.virt.vm:
+    provider: hv1
+    name: ci-legacy
+    vcpus: 1
+    memory_mb: 512
+
+- name: Make it part of the "ci" fleet, so that a later prune may delete it
   resilient.virt.vm_fleet:
     owner: ci
-    provider: {type: libvirt, uri: "qemu:///system"}
+    provider: hv1
     vms:
       - {name: ci-runner-1, vcpus: 2, memory_mb: 2048, state: running}
       - {name: ci-runner-2, vcpus: 2, memory_mb: 2048, state: running}
       - {name: ci-legacy, state: running, adopt: true}
 
-- name: Nightly, read every VM and fix drift, and retry what failed
+- name: Retire the "ci" fleet - every VM listed absent
+  resilient.virt.vm_fleet:
+    owner: ci
+    provider: hv1
+    vms:
+      - {name: ci-runner-1, state: absent}
+      - {name: ci-runner-2, state: absent}
+      - {name: ci-legacy, state: absent}
+
+- name: Retire the "web" fleet - every VM listed absent
   resilient.virt.vm_fleet:
     owner: web
-    providers: "{{ my_providers }}"
-    vms: "{{ web_vms }}"
-    full: true
-    retry_now: true
-    fail_on_error: false
-  register: fleet
-
-- name: Show the VMs that are not where they should be
-  ansible.builtin.debug:
-    msg: "{{ fleet.vms | selectattr('outcome', 'in', ['failed', 'deferred']) | map(attribute='name') }}"
+    vms:
+      - {name: web1, provider: hv1, state: absent}
+      - {name: web2, provider: hv2, state: absent}
+      - {name: web3, provider: vc, state: absent}
 """
 
 RETURN = r"""

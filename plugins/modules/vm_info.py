@@ -62,9 +62,10 @@ attributes:
 """
 
 EXAMPLES = r"""
+# Assumes providers hv1 (libvirt) and vc (vSphere) in module_defaults, as in resilient.virt.vm's examples.
 - name: Every VM on one libvirt host
   resilient.virt.vm_info:
-    provider: {type: libvirt, uri: "qemu:///system"}
+    provider: hv1
   register: found
 
 - name: Running web VMs on every provider set in module_defaults, tolerating one that is down
@@ -75,10 +76,14 @@ EXAMPLES = r"""
       tags: [web]
     on_provider_error: warn
 
-- name: One VM
+- name: One VM (an empty list when there is none of that name)
   resilient.virt.vm_info:
-    provider: kvm1
+    provider: hv1
     name: db1
+
+- name: Name every VM found on hv1
+  ansible.builtin.debug:
+    msg: "{{ found.vms | map(attribute='name') | list }}"
 """
 
 RETURN = r"""
