@@ -54,6 +54,7 @@ def test_a_mistake_in_the_source_fails_it_naming_the_option_before_any_call(lab,
     env.update(plugin_env("observer_plugin"), **{ATTEMPTS_ENV: attempts})
     run = run_inventory(tmp_path, source, env=env)
     assert run.rc != 0 and message in run.output, run
+    assert "InvalidSpec: " in run.output, run
     assert "providers." not in run.output.split(message)[0][-200:], run  # not a provider's error
     assert read_attempts(attempts) == [], "a provider was asked"
     assert "Traceback" not in run.output and "Store-Pa55" not in run.output
