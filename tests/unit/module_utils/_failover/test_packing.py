@@ -462,9 +462,11 @@ def test_without_the_limit_no_vm_waits(monkeypatch):
     assert all(s.why is None for s in result.vm_status)
 
 
-def test_a_vm_short_for_want_of_room_holds_no_other_vm():
-    """No hypervisor has room for big's 4 GiB (h1 is its own host): big stays short, and small,
-    after it in the same zone with the same trait needs, still gets its two slots."""
+def test_a_vm_short_for_want_of_room_holds_no_other_vm(monkeypatch):
+    """Packing alone (the plain greedy has no waiting rule): no hypervisor has room for big's
+    4 GiB (h1 is its own host): big stays short, and small, after it in the same zone with the
+    same trait needs, still gets its two slots."""
+    monkeypatch.setattr(reconcile, "STRATEGIES", (reconcile.PACK,))
     hosts = [Hypervisor("h1", "z", 16, 32 * 1024, frozenset(), 2, 4096)]
     hosts += [Hypervisor("h%d" % i, "z", 4, 6 * 1024, frozenset(), 1, 4096) for i in (2, 3, 4)]
     vms = [VM("big", "h1", "z", "two.big", 1, 4096), VM("small", "h2", "z", "two.small", 1, 1024)]
