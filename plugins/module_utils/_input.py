@@ -13,6 +13,7 @@ anything is contacted.
 ``*_problem`` functions return what is wrong (None when nothing is), for callers that list every
 problem at once; ``check_*`` raise InvalidSpec naming the field by its path.
 """
+import math
 import unicodedata
 
 from ansible_collections.resilient.virt.plugins.module_utils._convert import to_int
@@ -128,7 +129,7 @@ def metadata_problems(value, path):
         elif isinstance(item, (dict, list, tuple)):
             problems.append((where, "must be a string, a number, a boolean or null (metadata "
                              "has one level: no lists or dicts), not %s" % type(item).__name__))
-        elif isinstance(item, float) and item != item:
+        elif isinstance(item, float) and math.isnan(item):
             problems.append((where, "must be a number, not NaN"))
     return problems
 
