@@ -172,7 +172,7 @@ options:
         O(disks), O(interfaces), O(metadata) and O(tags) the task sets (what it leaves out comes
         from the template). A clone that fails is deleted again.
       - Used only to create the VM; an existing VM is not compared with it.
-      - The task reports the clone as one V(create) in RV(actions) (with RV(changed=true)), the
+      - The task reports the clone as one V(create) in RV(actions) (with C(changed=true)), the
         fields it sets on the clone and its O(customization) included, whether or not the clone
         needed any of them.
     type: str
