@@ -280,14 +280,15 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         from ansible_collections.resilient.virt.plugins.module_utils._input import shown, text_problem
 
         known = dict((key, {}) for key in self._options)
-        known.update(self.option_definitions or {})
+        known.update(getattr(self, "option_definitions", None) or {})
         problems = []
         for key in sorted(set(config) - set(known) - {"plugin"}, key=str):
             problems.append("%s: not an option of %s (a typo?); known options: %s" % (
                 key, self.NAME, ", ".join(sorted(known))))
         for key, definition in sorted(known.items()):
             if (definition or {}).get("type") in ("bool", "boolean") and key in config and \
-                    config[key] is not None and not isinstance(config[key], bool):
+                    config[key] is not None and not isinstance(config[key], bool) and \
+                    "{{" not in str(config[key]):  # a template is Ansible's to render
                 try:
                     to_bool(config[key])
                 except ValueError:
