@@ -136,8 +136,8 @@ def test_a_change_to_what_the_host_lacks_changes_nothing_and_the_corrected_one_w
     for title in ("move to a missing network", "the same again", "inactive network"):
         assert _paths(run.task(title)) == ["interfaces[0].network"], title
     assert _paths(run.task("missing bridge")) == ["interfaces[0].bridge"]
-    assert _paths(run.task("missing pool and network")) == ["disks[0].pool",
-                                                             "interfaces[0].network"]
+    assert _paths(run.task("missing pool and network")) == [
+        "disks[0].pool", "interfaces[0].network"]
     missing = run.task("move to a missing network")["msg"]
     assert nets["missing"] in missing and nets["a"] in missing and nets["b"] in missing, missing
     assert "net-start" in run.task("inactive network")["msg"]

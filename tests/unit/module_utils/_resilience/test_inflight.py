@@ -140,7 +140,9 @@ def test_a_recorded_operation_is_followed_until_it_succeeds(store):
         tasks.states[started[-1]] = _after(LIMIT * 3, "success")
         raise Internal("the answer was lost")  # not retryable by itself: see below
 
-    made = lambda: (tasks.states[started[0]]() == "success", "found")  # noqa: E731
+    def made():
+        return tasks.states[started[0]]() == "success", "found"
+
     policy = _policy(store, hooks=tasks, max_attempts=6)
     retried = Timeout("the backend's own wait ran out")
 
