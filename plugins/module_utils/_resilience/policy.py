@@ -28,11 +28,13 @@ rate limit turn, then runs at most one operation timeout.
 
 The state store lives inside those bounds too: every read and write of the breaker and the rate
 limit gets what is left of the deadline, at most ``store_timeout``. Under ``store_failure: open``
-the breaker's read before an attempt gets at most ``STORE_SHARE`` of what is left: a store that
-does not answer costs that share, then the task's memory serves, and the provider keeps the rest.
-Otherwise a store that fails before the provider is called (StoreUnavailable) fails the call at
-once, neither retried nor counted against the provider's breaker; one that fails while recording
-an outcome leaves the outcome unrecorded, with a message in :attr:`Policy.warnings`, and the call's own result stands.
+(a store that falls back to memory) the rate limit's and the breaker's reads before an attempt
+get at most ``STORE_SHARE`` of what is left (``STORE_FLOOR`` all the same, half of what is left
+at most): a store that does not answer costs that share, then the task's memory serves, and the
+provider keeps the rest. Otherwise a store that fails before the provider is called
+(StoreUnavailable) fails the call at once, neither retried nor counted against the provider's
+breaker; one that fails while recording an outcome leaves the outcome unrecorded, with a message
+in :attr:`Policy.warnings`, and the call's own result stands.
 Recording gets at least ``RECORD_GRACE`` seconds, so a call that used its whole deadline can
 still be recorded. A probe (half-open breaker) holds its slot for its attempt's time limit plus
 ``store_timeout``, so a probe whose process died blocks the provider no longer than that.
@@ -66,10 +68,11 @@ from ansible_collections.resilient.virt.plugins.module_utils._resilience.rate_li
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.retry import run_with_retry
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.stats import CallStats
 
-__all__ = ("Policy", "RECORD_GRACE", "STORE_SHARE")
+__all__ = ("Policy", "RECORD_GRACE", "STORE_SHARE", "STORE_FLOOR")
 
 RECORD_GRACE = 0.5
 STORE_SHARE = 0.25  # of what is left of a deadline, the most a store read may take under store_failure: open
+STORE_FLOOR = 0.5  # seconds a store read may take under STORE_SHARE all the same (half the time left at most)
 
 
 class Policy:
@@ -112,8 +115,9 @@ class Policy:
             if deadline.expired() and not att.at_deadline:
                 raise Timeout("%s: the deadline of the call (%g s) passed before attempt %d"
                               % (name, explicit, att.number))
+            limit = deadline if explicit and not att.at_deadline else Deadline.after(timeout)
             self.stats.on_rate_limit_wait(self._limiter.acquire(
-                deadline if explicit and not att.at_deadline else Deadline.after(timeout)))
+                limit, store_time=None if att.at_deadline else self._store_time(limit)))
             store_time = None if att.at_deadline else self._store_time(deadline)
             try:
                 permit = self._breaker.before_call(
@@ -144,13 +148,15 @@ class Policy:
             raise
 
     def _store_time(self, deadline):
-        """What the breaker's read before a call may spend on the store: what is left of the
-        deadline; under ``store_failure: open`` at most STORE_SHARE of it (and ``store_timeout``),
-        so that a store that does not answer leaves the provider the rest."""
+        """What the rate limit's and the breaker's reads before a call may spend on the store:
+        what is left of the deadline; when the store falls back to memory (``store_failure:
+        open``) at most STORE_SHARE of it (but STORE_FLOOR, or half of it when less, for a slow
+        healthy store) and ``store_timeout``, so that a store that does not answer leaves the
+        provider the rest."""
         left = deadline.remaining()
-        if left is None or self.settings.store_failure != "open":
+        if left is None or not getattr(self.store, "falls_back", False):
             return left
-        return min(self.settings.store_timeout, STORE_SHARE * left)
+        return min(self.settings.store_timeout, max(STORE_SHARE * left, min(STORE_FLOOR, left / 2)))
 
     def _record(self, method, deadline, *args):
         """Report an outcome to the breaker and return its answer; a store failure here only

@@ -43,12 +43,12 @@ class RateLimiter:
             raise InvalidSpec("rate limit burst must be an integer >= 1, got %r" % (burst,))
         self.burst = burst
 
-    def acquire(self, deadline=None):
+    def acquire(self, deadline=None, store_time=None):
         """Wait for this process's turn; return the seconds waited.
 
         Raises RateLimit (``retry_after`` = the wait) without using a turn when the wait would
         end after ``deadline`` (a deadline.Deadline, or None for no limit); the store update
-        itself gets at most what is left of ``deadline``.
+        itself gets at most what is left of ``deadline``, or ``store_time`` seconds when given.
         """
         if self.qps <= 0:
             return 0.0
@@ -67,7 +67,8 @@ class RateLimiter:
             return new, (True, wait, left)
 
         admitted, wait, left = self.store.update(
-            NAMESPACE, self.key, take, timeout=None if deadline is None else deadline.remaining())
+            NAMESPACE, self.key, take, timeout=store_time if store_time is not None else
+            None if deadline is None else deadline.remaining())
         if not admitted:
             raise RateLimit("rate limit %r (%g calls/s, burst %d) would delay this call %.2f s, "
                             "past its deadline (%.2f s left)"

@@ -25,6 +25,8 @@ class FallbackStore(StateStore):
     """The shared store that ``open_shared()`` opens, until it fails with StoreUnavailable (when
     opened or used); then a MemoryStore for good."""
 
+    falls_back = True  # the resilience policy gives it a share of a call's deadline only
+
     def __init__(self, open_shared, on_fallback, timeout):
         self._open_shared = open_shared
         self._shared = None

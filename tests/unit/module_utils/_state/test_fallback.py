@@ -115,3 +115,48 @@ def test_a_locked_store_is_waited_on_once_and_left_untouched(tmp_path):
     db = sqlite3.connect(path)
     assert db.execute("SELECT count(*) FROM records").fetchone()[0] == 0
     db.close()
+
+
+class FrozenStore(MemoryStore):
+    """A store that answers nothing: every operation waits its whole time limit, then fails."""
+
+    def __init__(self, timeout):
+        super().__init__("frozen")
+        self.timeout = timeout
+        self.waited = []
+
+    def _frozen(self, timeout):
+        limit = self.timeout if timeout is None else min(timeout, self.timeout)
+        self.waited.append(limit)
+        time.sleep(limit)
+        raise StoreUnavailable("redis://***@frozen:6379/0", "did not answer within %gs" % limit)
+
+    def get(self, namespace, key, timeout=None):
+        return self._frozen(timeout)
+
+    def items(self, namespace, prefix="", timeout=None):
+        return self._frozen(timeout)
+
+    def update(self, namespace, key, fn, timeout=None):
+        return self._frozen(timeout)
+
+    def delete(self, namespace, key, timeout=None):
+        return self._frozen(timeout)
+
+
+@pytest.mark.parametrize("rate_limit", [{}, {"rate_limit_qps": 100}])
+def test_a_frozen_store_under_the_open_policy_costs_a_share_of_the_deadline(rate_limit):
+    """deadline 2 s, store_timeout 5 s: the store gets at most a quarter of the deadline, then
+    the task's memory serves, and the provider answers within the deadline (with a rate limit
+    too, whose turn is also taken from the store)."""
+    frozen = FrozenStore(5.0)
+    warnings = []
+    settings = resolve_settings(dict({"deadline": "2s", "max_attempts": 1}, **rate_limit),
+                                environ={})
+    store = FallbackStore(lambda: frozen, warnings.append, settings.store_timeout)
+    started = time.monotonic()
+    assert Policy(store, "libvirt:hv1", settings).call(lambda: "answered") == "answered"
+    took = time.monotonic() - started
+    assert frozen.waited and max(frozen.waited) <= 0.5 + 1e-6, frozen.waited
+    assert took < 1.0, took
+    assert len(warnings) == 1
