@@ -104,6 +104,16 @@ def _named(config, name):
     return config
 
 
+def _import_backends(providers):
+    """Import the libraries of the providers' backends here, before the workers start: several
+    threads importing one library at once can see it half initialised."""
+    from ansible_collections.resilient.virt.plugins.module_utils._libraries import BACKENDS, importable
+
+    for config in providers.values():
+        for library in BACKENDS.get(config.get("type"), ()):
+            importable(library)
+
+
 def scan(providers, settings_for, store, include_vms=False, vm_filters=None, concurrency=8,
          timeout=30.0, details=False):
     """One answer per entry of ``providers`` (name -> provider settings), in name order.
@@ -123,6 +133,7 @@ def scan(providers, settings_for, store, include_vms=False, vm_filters=None, con
             raise field_error("providers.%s" % name, "must be a dict of provider settings such as "
                               "{type: libvirt, uri: 'qemu:///system'}, not %s" % type(config).__name__)
     names = sorted(providers, key=str)
+    _import_backends(providers)
     with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(names)))) as pool:
         jobs = [pool.submit(_scan_one, name, _named(providers[name], name), settings_for(name),
                             store, include_vms, vm_filters, timeout, details) for name in names]

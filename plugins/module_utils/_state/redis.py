@@ -169,6 +169,12 @@ class RedisStore(StateStore):
                                "in state_store" % (self.url, redact(exc)), cause=exc) from exc
         except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException) as exc:
             raise self._failure(exc) from exc
+        except (OSError, ValueError) as exc:
+            if self.failure is None:
+                raise
+            # another operation of this store ran out of time and closed the connection under
+            # this one ("I/O operation on closed file"): the store's outage, not a new error
+            raise self.failure from exc
 
     def _failure(self, exc):
         """The VirtError for a redis-py failure that is not a time limit."""
