@@ -660,6 +660,22 @@ class VmModule(ResilientModule):
         shutdown_timeout=dict(type="raw", default="60s"),
     )
 
+    def _with_backend_errors(self, problems):
+        """``problems`` and, so that every bad field is reported at once, what the provider's
+        backend finds in the spec a create would send (nothing is contacted)."""
+        from ansible_collections.resilient.virt.plugins.module_utils._vm.reconcile import SPEC_FIELDS
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import (
+            provider_class)
+
+        errors = [dict(path=path, message=message) for path, message in problems]
+        config = self.provider_config(None, "provider")
+        spec = dict((field, self.params[field]) for field in SPEC_FIELDS + ("name",)
+                    if self.params.get(field) is not None)
+        found = set(error["path"] for error in errors)
+        backend = provider_class(config["type"])(config, environ=self.environ)
+        return errors + [error for error in backend.spec_errors(spec)
+                         if error["path"] not in found and error["message"] != "is required"]
+
     def run(self):
         from ansible_collections.resilient.virt.plugins.module_utils._convert import parse_duration
         from ansible_collections.resilient.virt.plugins.module_utils._input import (
@@ -681,7 +697,7 @@ class VmModule(ResilientModule):
         if params["name"] is not None and text_problem(params["name"], what="a VM name"):
             problems.insert(0, ("name", text_problem(params["name"], what="a VM name")))
         if problems:
-            raise field_errors([dict(path=path, message=message) for path, message in problems])
+            raise field_errors(self._with_backend_errors(problems))
         provider = self.open_provider()
         try:
             name, current = params["name"], UNREAD

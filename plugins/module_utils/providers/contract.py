@@ -307,6 +307,11 @@ class Provider:
 
         record_started(handle)
 
+    def spec_errors(self, spec: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every problem this backend finds in the VM spec ``spec`` of a create without
+        contacting anything, as ``{path, message}`` dicts; the base class finds none."""
+        return []
+
     def unsupported(self, operation: str) -> NotSupported:
         return NotSupported("%s provider does not support %s" % (self.type_name, operation))
 

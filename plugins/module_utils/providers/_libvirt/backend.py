@@ -176,6 +176,18 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
         self._shared = SharedConnection(self._open, lambda conn: conn.close(), CLOSE_TIMEOUT,
                                         "libvirt close of %s" % self.key, _forget)
 
+    def spec_errors(self, spec):
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import (
+            validate_spec)
+
+        try:
+            validate_spec(spec)
+        except InvalidSpec as err:
+            return list((err.details or {}).get("errors") or [])
+        except NotSupported:  # a field this backend does not have: create says so
+            return []
+        return []
+
     def check_name(self, name, creating=False):
         super().check_name(name, creating)
         problem = name_problem(name)
