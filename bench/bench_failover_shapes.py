@@ -132,8 +132,8 @@ def sweep(count=SHAPE_FLEETS):
                  len(rows) - len(same), sum(1 for r in rows if r["settled"]),
                  max(r["slowest"] for r in rows)), "",
              "Against the greedy: the %d fleets where both leave as many slots missing; against "
-             "the lower bound: the %d of those where none is missing." % (len(compared),
-                                                                         len(covered)), "",
+             "the lower bound: the %d of those where none is missing." % (
+                 len(compared), len(covered)), "",
              "| settled plan over | min | median | p95 | max |", "|---|---:|---:|---:|---:|"]
     ratios = {
         "plain greedy, memory": [_ratio(r["plan"][0], r["greedy"][0]) for r in compared],

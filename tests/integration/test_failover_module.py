@@ -120,8 +120,9 @@ def test_counts_no_vm_can_hold_fail_at_once_and_store_nothing(tmp_path):
          FO: dict(hypervisors=two, vms=web, requirements={"web": 10 ** 9}, creator="huge")},
         {"name": "more slots than other hypervisors", "ignore_errors": True,
          FO: dict(hypervisors=two, vms=web, requirements={"*": 1, "web": 2}, creator="over")},
-        {"name": "a hundred slots", FO: dict(hypervisors=many, vms=[dict(web[0], host="kvm000")],
-                                              requirements={"web": 100}, creator="most")},
+        {"name": "a hundred slots", FO: dict(
+            hypervisors=many, vms=[dict(web[0], host="kvm000")], requirements={"web": 100},
+            creator="most")},
         {"name": "planning past the deadline", "ignore_errors": True,
          FO: dict(hypervisors=many, vms=[dict(web[0], host="kvm000")], requirements={"web": 100},
                   creator="late", resilience={"deadline": "1ms"})},
