@@ -10,16 +10,24 @@ as the machine has CPUs; a mutant the tests do not fail on is a hole in the proo
 exits 1. An edit whose original text is no longer in the code fails too (the code moved: update
 the mutant).
 
-    python3 tests/mutation/run.py [--only NAME]
+To be quick, the test that caught a mutant last time (``killers.json``) runs first; only when it
+does not fail do the package's unit tests run, so a mutant is never let pass on that one test.
+``--write-killers`` records the tests that caught the mutants of this run. The unmutated copy
+runs the packages' unit tests beside the mutants, and must pass for any outcome to count.
+
+    python3 tests/mutation/run.py [--only NAME] [--write-killers]
 """
 import argparse
 import concurrent.futures
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+
+import first_failed  # this directory: the script's own
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAILOVER = "plugins/module_utils/_failover/"
@@ -97,9 +105,16 @@ MUTANTS = {
         "the pair search closes triangles the reference system leaves open"),
     "zone-ignored": (
         FAILOVER + "placement.py",
-        "        for hv in self._zones.get(az, ()):",
+        "        best, best_room = None, None\n        for hv in self._zones.get(az, ()):",
+        "        best, best_room = None, None\n"
         "        for hv in [h for hosts in self._zones.values() for h in hosts]:",
         "a new reservation may go to another availability zone"),
+    "zone-ignored-by-greedy": (
+        FAILOVER + "placement.py",
+        "        best, best_load = None, None\n        for hv in self._zones.get(az, ()):",
+        "        best, best_load = None, None\n"
+        "        for hv in [h for hosts in self._zones.values() for h in hosts]:",
+        "the plain greedy may open a reservation in another availability zone"),
     "traits-ignored": (
         FAILOVER + "constraints.py",
         "    return needs.required <= host_traits and not (needs.forbidden & host_traits)",
@@ -284,18 +299,41 @@ def _copy_tree(target):
             shutil.copy2(source, os.path.join(target, name))
 
 
+KILLERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "killers.json")
+
+
+def _read_killers():
+    try:
+        with open(KILLERS) as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        return {}
+
+
 def _tests_of(path):
     """The unit tests of the package of ``path`` (plugins/module_utils/<package>/...)."""
     return "tests/unit/module_utils/" + path.split("/")[2]
 
 
 def _run_tests(tree, workdir, name, tests):
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    """pytest on ``tests`` in ``tree``, stopping at the first failure; the process, with
+    ``first_failed`` the node id of that failure (None when none failed)."""
+    record = os.path.join(workdir, name + "-first-failed")
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", **{first_failed.FILE_ENV: record})
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
     env.pop("ANSIBLE_COLLECTIONS_PATH", None)
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:randomly",
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:randomly",
+                           "-p", "first_failed",
                            "--basetemp", os.path.join(workdir, name + "-tmp")] + list(tests),
                           cwd=tree, capture_output=True, text=True, env=env, timeout=900,
                           check=False)
+    try:
+        with open(record) as handle:
+            proc.first_failed = handle.read()
+    except FileNotFoundError:
+        proc.first_failed = None
+    return proc
 
 
 def run_baseline(workdir):
@@ -307,7 +345,8 @@ def run_baseline(workdir):
     return proc.returncode == 0, proc.stdout.strip().splitlines()[-1:]
 
 
-def run_mutant(name, workdir):
+def run_mutant(name, workdir, killer=None):
+    """(outcome, the test that caught it or why not) of mutant ``name``."""
     path, original, mutated, _what = MUTANTS[name]
     tree = os.path.join(workdir, name)
     _copy_tree(tree)
@@ -317,36 +356,49 @@ def run_mutant(name, workdir):
         return "stale", "the original text is not in %s once: the code moved, update the mutant" % path
     with open(os.path.join(tree, path), "w") as handle:
         handle.write(text.replace(original, mutated))
+    if killer:
+        proc = _run_tests(tree, workdir, name + "-first", [killer])
+        if proc.returncode in (1, 2):  # the test failed, or its file no longer imports
+            return "killed", proc.first_failed or killer
     proc = _run_tests(tree, workdir, name, [_tests_of(path)])
     if proc.returncode == 0:
         return "survived", "the tests of %s all pass with this mutant" % _tests_of(path)
-    failed = [line[len("FAILED "):].split(" - ")[0] for line in proc.stdout.splitlines()
-              if line.startswith("FAILED ")]
-    return "killed", failed[0].split("::", 1)[-1] if failed else proc.stdout.strip().splitlines()[-1]
+    return "killed", proc.first_failed or proc.stdout.strip().splitlines()[-1]
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", choices=sorted(MUTANTS))
+    parser.add_argument("--write-killers", action="store_true",
+                        help="record the test that caught each mutant in killers.json")
     args = parser.parse_args(argv)
     names = args.only or sorted(MUTANTS)
+    killers = _read_killers()
     workdir = tempfile.mkdtemp(prefix="resilient-virt-mutants-")
     print("| mutant | what it breaks | outcome | first failing test |\n|---|---|---|---|")
     holes = 0
+    caught = {}
     began = time.monotonic()
     try:
-        passed, last = run_baseline(workdir)
-        if not passed:
-            print("the tests fail on the unmutated copy: %s" % " ".join(last))
-            return 1
         with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-            outcomes = pool.map(lambda name: run_mutant(name, workdir), names)
+            baseline = pool.submit(run_baseline, workdir)
+            outcomes = pool.map(lambda name: run_mutant(name, workdir, killers.get(name)), names)
             for name, (outcome, detail) in zip(names, outcomes):
                 holes += outcome != "killed"
+                if outcome == "killed":
+                    caught[name] = detail
                 print("| %s | %s | %s | %s |" % (name, MUTANTS[name][3], outcome, detail),
                       flush=True)
+            passed, last = baseline.result()
+        if not passed:
+            print("the tests fail on the unmutated copy, so no outcome counts: %s" % " ".join(last))
+            return 1
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    if args.write_killers:
+        with open(KILLERS, "w") as handle:
+            json.dump(dict(killers, **caught), handle, indent=1, sort_keys=True)
+            handle.write("\n")
     took = time.monotonic() - began
     print("\n%d mutants, %d killed, %d not (%.0f s)" % (len(names), len(names) - holes, holes, took))
     return 1 if holes else 0
