@@ -17,27 +17,44 @@ export ANSIBLE_INVENTORY_UNPARSED_WARNING := false
 export ANSIBLE_NOCOWS := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
+# pytest-xdist workers. The unit tests run on every CPU. The integration tests run one at a
+# time (0: no workers) until every test that measures time holds on a loaded machine: with 4
+# workers on 2 CPUs (each worker with its own lab, simulator and Redis servers) some failed
+# (see tests/README.md). TEST_WORKERS=4 runs them in parallel.
+TEST_WORKERS ?= 0
+UNIT_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
+
 # The public API (its types are part of the contract), checked with mypy
 TYPED := errors providers.contract providers.hookspecs _failover.model
 
-.PHONY: help deps link test lint unit integration mutation sanity bench demo lab-up lab-down build clean release-notes
+.PHONY: help deps link test check lint unit integration mutation sanity bench demo lab-up lab-down build clean release-notes
 
 help:
 	@echo "make demo      bring the local lab up and run playbooks/demo.yml"
 	@echo "make test      lint, unit, integration (real libvirtd/QEMU, vSphere simulator, Redis) and sanity tests"
+	@echo "make check     lint and the unit tests only (no lab): the loop of a change"
 	@echo "make lint      ruff on the whole tree, mypy on the typed public API"
 	@echo "make mutation  break the failover planner and the fleet reconciler on purpose; the tests must catch every break"
 	@echo "make bench     benchmarks (core overhead, peers, failover planning)"
 	@echo "make lab-up / lab-down   start or stop the local hypervisors"
 	@echo "make build     build the collection tarball"
 
-deps:
+# Installs run once per change of what they install: the stamp is remade whenever one of
+# DEPS_INPUTS is newer (a fresh clone has none, so it installs everything).
+DEPS_STAMP := .build/deps.stamp
+DEPS_INPUTS := requirements.txt tests/requirements.txt lab/install-deps.sh \
+	$(shell git ls-files tests/fixtures/thirdparty_provider 2>/dev/null)
+
+deps: $(DEPS_STAMP)
+
+$(DEPS_STAMP): $(DEPS_INPUTS)
 	bash lab/install-deps.sh
 	$(PYTHON) -m pip install -q --disable-pip-version-check --root-user-action=ignore -r requirements.txt -r tests/requirements.txt
 	@# the example third-party backend, installed from a copy so no build files land in the tree
 	tmp=$$(mktemp -d) && cp -r tests/fixtures/thirdparty_provider $$tmp/ && \
 	  $(PYTHON) -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps $$tmp/thirdparty_provider; \
 	  status=$$?; rm -rf $$tmp; exit $$status
+	@mkdir -p $(dir $@) && touch $@
 
 link:
 	@mkdir -p $(COLLECTIONS)/ansible_collections/resilient
@@ -45,9 +62,13 @@ link:
 
 test: deps link
 	$(MAKE) --no-print-directory lint
-	$(PYTHON) -m pytest -q -p no:randomly tests/unit tests/integration
+	$(PYTHON) -m pytest -q -p no:randomly -n $(TEST_WORKERS) tests/unit tests/integration
 	$(MAKE) --no-print-directory mutation
 	$(MAKE) --no-print-directory sanity
+
+check: deps link
+	$(MAKE) --no-print-directory lint
+	$(PYTHON) -m pytest -q -p no:randomly -n $(UNIT_WORKERS) tests/unit
 
 lint: deps link
 	$(PYTHON) -m ruff check .
@@ -56,10 +77,10 @@ lint: deps link
 	  $(foreach m,$(TYPED),-m ansible_collections.resilient.virt.plugins.module_utils.$(m))
 
 unit: deps link
-	$(PYTHON) -m pytest -q tests/unit
+	$(PYTHON) -m pytest -q -p no:randomly -n $(UNIT_WORKERS) tests/unit
 
 integration: deps link
-	$(PYTHON) -m pytest -q tests/integration
+	$(PYTHON) -m pytest -q -p no:randomly -n $(TEST_WORKERS) tests/integration
 
 mutation: deps link
 	$(PYTHON) tests/mutation/run.py
