@@ -20,6 +20,8 @@ options:
       - The breaker to show or change, for example C(libvirt:hv1). Breakers are named after the
         provider they guard (C(<type>:<name>)).
       - Instead of O(name), O(provider) names the breaker of that provider.
+      - Checked before the state store is read - a non-empty string of at most 255 characters
+        without control, invisible or direction-changing characters.
       - One of them is required when O(state) is V(reset), V(open) or V(absent).
       - A breaker comes into being with the first call to its provider. O(state=open) and
         O(state=reset) refuse a O(name) that names no breaker (a typo would otherwise create and
@@ -233,7 +235,7 @@ resilience:
 """
 
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
-from ansible_collections.resilient.virt.plugins.module_utils.errors import NotFound
+from ansible_collections.resilient.virt.plugins.module_utils.errors import NotFound, field_error
 
 
 class CircuitBreakerModule(ResilientModule):
@@ -283,6 +285,12 @@ class CircuitBreakerModule(ResilientModule):
         from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (
             fact, list_breakers, shown)
 
+        if self.params["name"] is not None:
+            from ansible_collections.resilient.virt.plugins.module_utils._input import text_problem
+
+            problem = text_problem(self.params["name"], what="a circuit breaker name")
+            if problem:
+                raise field_error("name", problem)
         name, state = self._name(), self.params["state"]
         known = dict((snap["name"], snap) for snap in list_breakers(self.store))
         result = dict(changed=False)

@@ -55,6 +55,9 @@ CASES = [
                 "target": "new\x07vm"}, "target"),
     ("backup", {"provider": GOOD_PROVIDER, "vm": "te" + RLO + "st"}, "vm"),
     ("circuit_breaker", {"resilience": "fast"}, "resilience"),
+    ("circuit_breaker", {"name": "libvirt:hv1\x00", "state": "open"}, "name"),
+    ("circuit_breaker", {"name": "libvirt:" + "h" * 10000, "state": "open"}, "name"),
+    ("circuit_breaker", {"name": "libvirt:hv" + RLO + "1", "state": "reset"}, "name"),
     ("vm_info", {"provider": "a", "providers": {"a": GOOD_PROVIDER, "b": "notadict"}}, "providers.b"),
 ]
 
