@@ -3,9 +3,11 @@
 """The VM spec every backend validates: the common head of its JSON Schema, and every problem of a
 spec named by its field path (``disks[0].size_gb``). jsonschema is imported on the create path
 only."""
-from ansible_collections.resilient.virt.plugins.module_utils.errors import field_errors
+from ansible_collections.resilient.virt.plugins.module_utils.errors import (
+    InvalidSpec, NotSupported, field_errors)
 
-__all__ = ("NAME_PATTERN", "MAC_PATTERN", "STRING", "spec_schema", "field_path", "check_spec")
+__all__ = ("NAME_PATTERN", "MAC_PATTERN", "STRING", "spec_schema", "field_path", "check_spec",
+           "errors_of")
 
 NAME_PATTERN = r"^[^/\x00-\x1f\x7f]+$"
 MAC_PATTERN = r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$"
@@ -67,3 +69,16 @@ def check_spec(schema, spec, messages=None, more=()):
             errors.append({"path": path, "message": message})
     if errors:
         raise field_errors(errors, "invalid VM spec")
+
+
+def errors_of(validate, spec):
+    """The ``{path, message}`` problems ``validate(spec)`` (a backend's spec check) raises as
+    InvalidSpec; none when it passes, or refuses a field the backend does not have (the create
+    itself says so)."""
+    try:
+        validate(spec)
+    except InvalidSpec as err:
+        return list((err.details or {}).get("errors") or [])
+    except NotSupported:
+        return []
+    return []

@@ -177,16 +177,12 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
                                         "libvirt close of %s" % self.key, _forget)
 
     def spec_errors(self, spec):
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._vm_schema import (
+            errors_of)
         from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import (
             validate_spec)
 
-        try:
-            validate_spec(spec)
-        except InvalidSpec as err:
-            return list((err.details or {}).get("errors") or [])
-        except NotSupported:  # a field this backend does not have: create says so
-            return []
-        return []
+        return errors_of(validate_spec, spec)
 
     def check_name(self, name, creating=False):
         super().check_name(name, creating)

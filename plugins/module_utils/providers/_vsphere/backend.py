@@ -30,7 +30,7 @@ import socket
 import time
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    Conflict, InvalidSpec, NotFound, NotSupported, Timeout, Unavailable, field_error)
+    Conflict, NotFound, NotSupported, Timeout, Unavailable, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._connection import (
     SharedConnection, SharedConnectionMixin)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
@@ -166,16 +166,12 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         return "%s:%d" % (self.config["host"], self.config["port"])
 
     def spec_errors(self, spec):
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._vm_schema import (
+            errors_of)
         from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.spec import (
             validate_spec)
 
-        try:
-            validate_spec(spec)
-        except InvalidSpec as err:
-            return list((err.details or {}).get("errors") or [])
-        except NotSupported:  # a field this backend does not have: create says so
-            return []
-        return []
+        return errors_of(validate_spec, spec)
 
     def check_name(self, name, creating=False):
         """A VM name, or an existing VM's inventory path (``/DC0/vm/team-a/web1``), which names
