@@ -88,11 +88,6 @@ MUTANTS = {
         "        kinds = (True, False) if multi else (False, True)\n",
         "        kinds = (True,) if multi else (False, True)\n",
         "a two-slot VM opens a reservation where a one-slot VM's would take it as it is"),
-    "migration-ignores-the-greedy": (
-        FAILOVER + "reconcile.py",
-        "                    and (greedy[2] or (fitted <= greedy[0] and len(now) <= greedy[1]))):\n",
-        "                    and True):\n",
-        "a settled zone holding more than the plain greedy's plan stays as it is"),
     "pair-search-off": (
         FAILOVER + "reconcile.py",
         "        if missing == 2 and self.strategy == PACK:\n",
