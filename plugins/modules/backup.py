@@ -308,12 +308,27 @@ diff:
   type: dict
 ansible_facts:
   description: Facts for the fact cache and AWX.
-  returned: always
+  returned: success, unless the state store could not be read
   type: dict
   contains:
     resilient_virt_breakers:
-      description: Snapshots of the circuit breakers of the providers used, by name.
+      description:
+        - Every circuit breaker of the state store by name (C(<type>:<name>)), in short form, not only
+          those of the providers this task used; see M(resilient.virt.circuit_breaker).
       type: dict
+      contains:
+        state:
+          description: V(closed), V(open) or V(half_open).
+          type: str
+        consecutive_failures:
+          description: Failures in a row in the current episode.
+          type: int
+        half_open_at:
+          description: When an open breaker lets a probe through (RFC 3339, UTC), or null.
+          type: str
+        last_error:
+          description: The last failure that counted against it (C(type), C(message)), or null.
+          type: dict
 error:
   description:
     - On failure, what failed - C(type) (one of the error taxonomy, such as V(InvalidSpec),

@@ -160,11 +160,13 @@ diff:
   type: dict
 ansible_facts:
   description: Facts for the fact cache and AWX.
-  returned: always
+  returned: success, unless the state store could not be read
   type: dict
   contains:
     resilient_virt_breakers:
-      description: Every breaker of the state store by name, in short form.
+      description:
+        - Every circuit breaker of the state store by name (C(<type>:<name>)), in short form, not only
+          those of the providers this task used; see M(resilient.virt.circuit_breaker).
       type: dict
       contains:
         state:

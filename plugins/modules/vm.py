@@ -555,13 +555,27 @@ error:
   sample: {"type": "Unavailable", "retryable": true, "retry_after": null, "details": {"attempts": 3}}
 ansible_facts:
   description: Facts for the fact cache and AWX.
-  returned: success
+  returned: success, unless the state store could not be read
   type: dict
   contains:
     resilient_virt_breakers:
-      description: Every breaker of the state store by name, in short form (C(state),
-        C(consecutive_failures), C(half_open_at), C(last_error)); see M(resilient.virt.circuit_breaker).
+      description:
+        - Every circuit breaker of the state store by name (C(<type>:<name>)), in short form, not only
+          those of the providers this task used; see M(resilient.virt.circuit_breaker).
       type: dict
+      contains:
+        state:
+          description: V(closed), V(open) or V(half_open).
+          type: str
+        consecutive_failures:
+          description: Failures in a row in the current episode.
+          type: int
+        half_open_at:
+          description: When an open breaker lets a probe through (RFC 3339, UTC), or null.
+          type: str
+        last_error:
+          description: The last failure that counted against it (C(type), C(message)), or null.
+          type: dict
 resilience:
   description:
     - What the resilience layer did during the task, by provider key (C(<type>:<name>)), counted
