@@ -277,7 +277,10 @@ class ResilientModule:
         raise NotImplementedError
 
     def _facts(self):
-        """The breaker facts of the providers used; none when the store cannot give them."""
+        """``ansible_facts`` for a successful task: every breaker of the state store (not only
+        those of the providers this task used). None when the task opened neither the store nor
+        a provider, when its breakers fell back to memory (``store_failure: open``), or when the
+        store cannot be read."""
         try:
             if self._store is None and not self._providers or getattr(self._policy_store, "fell_back", False):
                 return {}

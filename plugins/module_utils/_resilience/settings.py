@@ -1,7 +1,10 @@
 """Resilience settings: module option > environment variable > retry preset > built-in default.
 
 :data:`SETTINGS` is the single table of every setting (module option, ``RESILIENT_VIRT_*``
-environment variable, default, kind, description); documentation is generated from it.
+environment variable, default, kind, description); the ``resilience`` option's argument spec is
+built from it (:func:`option_spec`). The documentation is written by hand and checked against it
+(``tests/unit/doc_fragments/test_resilience.py``: the doc fragment names every option and
+variable, and the settings table of docs/resilience.md is the one rendered from it).
 :func:`resolve_settings` turns the ``resilience`` module option and the environment into a
 validated :class:`ResilienceSettings`, or raises one InvalidSpec listing every bad value by
 option path or variable name, with the fix.
@@ -44,7 +47,8 @@ RETRY_PRESETS = {
 
 Setting = namedtuple("Setting", "key option env default kind minimum maximum description")
 Setting.__doc__ = """One setting. ``key``: field of ResilienceSettings; ``option``: module option
-path; ``env``: environment variable; ``kind``: duration|int|float|str|choice; ``minimum`` and
+path; ``env``: environment variable; ``kind``: duration|duration?|int|float|str|choice
+(``duration?``: a duration that may be unset); ``minimum`` and
 ``maximum``: the valid range (None = no numeric check)."""
 
 _D = RETRY_PRESETS["default"]
