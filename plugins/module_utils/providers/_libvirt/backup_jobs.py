@@ -24,8 +24,10 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import required_text
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backup_storage import (
     artifact_of, backing_path, being_copied, directory_pool, domain_disks, drop_backup_volumes,
-    drop_volume, find_volume, forget_volumes, is_error, libvirt, missing_status, poll_status,
+    drop_volume, find_volume, forget_volumes, missing_status, poll_status,
     read_marker, record_name, volume_at, volume_xml, volumes_by_backup, write_marker)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import (
+    is_error, load as libvirt)
 
 __all__ = ("prepare_backup", "start_push", "start_copy", "poll_push", "poll_copy",
            "cancel_backup", "delete_backup")

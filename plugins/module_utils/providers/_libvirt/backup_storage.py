@@ -1,8 +1,7 @@
 """The backup pool of the libvirt provider: its volumes, the markers (written and read through
 libvirt streams) and the list of the backups it holds; the layout is described in ``backup.py``.
-Also what ``backup_jobs.py``, ``restore.py`` and ``images.py`` share: libvirt and its errors
-(through the backend, which imports libvirt on first use), request fields, the disks of domain
-XML, volume XML and uploads, and the status ``poll`` answers.
+Also what ``backup_jobs.py``, ``restore.py`` and ``images.py`` share: request fields, the disks of
+domain XML, volume XML and uploads, and the status ``poll`` answers.
 """
 import json
 import re
@@ -12,8 +11,10 @@ from ansible_collections.resilient.virt.plugins.module_utils._time import format
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, Internal, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import required_text
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import (
+    is_error)
 
-__all__ = ("FORMAT", "is_error", "libvirt", "record_name", "domain_disks",
+__all__ = ("FORMAT", "record_name", "domain_disks",
            "volume_xml", "backing_path", "directory_pool", "find_volume", "volume_at",
            "being_copied", "drop_volume", "forget_volumes", "upload", "read_marker", "write_marker",
            "artifact_of", "drop_backup_volumes", "poll_status", "missing_status",
@@ -27,21 +28,6 @@ _MAX_MARKER = 1024 * 1024
 _CHUNK = 256 * 1024
 _POOL_TYPES = ("dir", "fs", "netfs")
 _POOL_HELP = {"backup_pool": "/var/lib/libvirt/backups", "storage_pool": "/var/lib/libvirt/images"}
-
-
-def _backend():
-    from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt import backend
-    return backend
-
-
-def is_error(exc, *names):
-    """True when ``exc`` is a libvirt error with one of the code ``names``."""
-    return _backend()._is(exc, *names)
-
-
-def libvirt():
-    """The libvirt module, imported by the backend on first use."""
-    return _backend()._libvirt()
 
 
 # -- small readers ------------------------------------------------------------------------------

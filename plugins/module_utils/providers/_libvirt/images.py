@@ -13,7 +13,9 @@ import xml.etree.ElementTree as ET
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backup_storage import (
-    is_error, volume_xml)
+    volume_xml)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import (
+    is_error)
 
 __all__ = ("GIB", "SEED_LABEL", "base_image", "check_size", "clone_volume", "seed_files",
            "seed_iso")

@@ -1,6 +1,6 @@
 """libvirt-python, imported on first use with its error handler silenced, and its error codes.
 
-The backend and the files it loads on demand (``create.py``, ``edit.py``) share these.
+Every file of this backend takes libvirt and its errors from here, never from the backend.
 """
 import sys
 
