@@ -23,9 +23,13 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, NotFound, NotSupported, Timeout, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import required_text
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backup_storage import (
-    artifact_of, backing_path, being_copied, directory_pool, domain_disks, drop_backup_volumes,
-    drop_volume, find_volume, forget_volumes, missing_status, poll_status,
-    read_marker, record_name, volume_at, volume_xml, volumes_by_backup, write_marker)
+    artifact_of, drop_backup_volumes, missing_status, poll_status, read_marker, record_name,
+    volumes_by_backup, write_marker)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import (
+    domain_disks)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.volumes import (
+    backing_path, being_copied, directory_pool, drop_volume, find_volume, forget_volumes,
+    volume_at, volume_xml)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import (
     is_error, load as libvirt)
 

@@ -1,33 +1,29 @@
 """The backup pool of the libvirt provider: its volumes, the markers (written and read through
 libvirt streams) and the list of the backups it holds; the layout is described in ``backup.py``.
-Also what ``backup_jobs.py``, ``restore.py`` and ``images.py`` share: request fields, the disks of
-domain XML, volume XML and uploads, and the status ``poll`` answers.
+Also what ``backup_jobs.py`` and ``restore.py`` share: request fields and the status ``poll``
+answers. Volumes and pools in general are ``volumes.py``'s.
 """
 import json
 import re
 import xml.etree.ElementTree as ET
 
 from ansible_collections.resilient.virt.plugins.module_utils._time import format_time
-from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    Conflict, Internal, field_error)
+from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import required_text
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import (
     is_error)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.volumes import (
+    directory_pool, download, drop_volume, find_volume, upload)
 
-__all__ = ("FORMAT", "record_name", "domain_disks",
-           "volume_xml", "backing_path", "directory_pool", "find_volume", "volume_at",
-           "being_copied", "drop_volume", "forget_volumes", "upload", "read_marker", "write_marker",
-           "artifact_of", "drop_backup_volumes", "poll_status", "missing_status",
-           "volumes_by_backup", "list_backups")
+__all__ = ("FORMAT", "record_name", "read_marker", "write_marker", "artifact_of",
+           "drop_backup_volumes", "poll_status", "missing_status", "volumes_by_backup",
+           "list_backups")
 
 FORMAT = "resilient.virt/libvirt-backup/1"
 RECORD_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 _VOLUME_RE = re.compile(r"^([A-Za-z0-9_.-]+)\.([a-z]+)\.qcow2$")
 _MARKER_RE = re.compile(r"^([A-Za-z0-9_.-]+)\.json$")
 _MAX_MARKER = 1024 * 1024
-_CHUNK = 256 * 1024
-_POOL_TYPES = ("dir", "fs", "netfs")
-_POOL_HELP = {"backup_pool": "/var/lib/libvirt/backups", "storage_pool": "/var/lib/libvirt/images"}
 
 
 # -- small readers ------------------------------------------------------------------------------
@@ -40,180 +36,7 @@ def record_name(mapping, key, path):
     return name
 
 
-def domain_disks(xml):
-    """Every disk of domain XML: [{target, device, type, format, path}]."""
-    found = []
-    for node in ET.fromstring(xml).findall("devices/disk"):
-        target, source, driver = node.find("target"), node.find("source"), node.find("driver")
-        found.append({"target": None if target is None else target.get("dev"),
-                      "device": node.get("device", "disk"), "type": node.get("type"),
-                      "format": None if driver is None else driver.get("type"),
-                      "path": None if source is None else source.get("file") or source.get("dev")})
-    return found
-
-
-def volume_xml(name, capacity, fmt="qcow2", backing=None, backing_format="qcow2"):
-    """The XML of a new volume ``name`` of ``capacity`` bytes in format ``fmt`` (qcow2 v3 by
-    default), on the image ``backing`` (in ``backing_format``) when given."""
-    root = ET.Element("volume")
-    ET.SubElement(root, "name").text = name
-    ET.SubElement(root, "capacity", unit="bytes").text = str(int(capacity))
-    ET.SubElement(root, "allocation", unit="bytes").text = "0"
-    target = ET.SubElement(root, "target")
-    ET.SubElement(target, "format", type=fmt)
-    if fmt == "qcow2":
-        ET.SubElement(target, "compat").text = "1.1"  # v3: bitmaps, zero clusters
-    if backing:
-        store = ET.SubElement(root, "backingStore")
-        ET.SubElement(store, "path").text = backing
-        ET.SubElement(store, "format", type=backing_format)
-    return ET.tostring(root, encoding="unicode")
-
-
-def backing_path(vol):
-    """Path of the backing image of volume ``vol``, or None."""
-    path = ET.fromstring(vol.XMLDesc(0)).findtext("backingStore/path")
-    return path or None
-
-
-# -- pools and volumes --------------------------------------------------------------------------
-def directory_pool(provider, conn, option, name=None):
-    """The active directory pool of ``provider.<option>`` (or ``name``), with the fix when not."""
-    name = name or provider.config[option]
-    field = "provider." + option
-    create = ("virsh pool-define-as %s dir --target %s && virsh pool-build %s && virsh "
-              "pool-start %s && virsh pool-autostart %s"
-              % (name, _POOL_HELP[option], name, name, name))
-    try:
-        pool = conn.storagePoolLookupByName(name)
-    except Exception as exc:
-        if not is_error(exc, "NO_STORAGE_POOL"):
-            raise
-        raise field_error(field, "storage pool %r does not exist on %s; create it (%s) or set %s "
-                                 "to an existing directory pool" % (name, provider.key, create,
-                                                                    field), cause=exc) from exc
-    if not pool.isActive():
-        raise Conflict("storage pool %r (%s) on %s is not active; start it (virsh pool-start %s "
-                       "&& virsh pool-autostart %s)" % (name, field, provider.key, name, name))
-    kind = ET.fromstring(pool.XMLDesc(0)).get("type")
-    if kind not in _POOL_TYPES:
-        raise field_error(field, "storage pool %r on %s is a %s pool; backups need a directory "
-                                 "pool (%s)" % (name, provider.key, kind, create))
-    return pool
-
-
-def _volume_or_none(lookup, argument):
-    try:
-        return lookup(argument)
-    except Exception as exc:
-        if is_error(exc, "NO_STORAGE_VOL"):
-            return None
-        raise
-
-
-def find_volume(pool, name):
-    """The volume ``name`` of ``pool``, or None."""
-    return _volume_or_none(pool.storageVolLookupByName, name)
-
-
-def volume_at(conn, path):
-    """The volume at ``path`` in any storage pool, or None."""
-    return _volume_or_none(conn.storageVolLookupByPath, path)
-
-
-def being_copied(conn, vol):
-    """True while libvirt still writes ``vol`` (a copy in progress): it refuses to read it."""
-    stream = conn.newStream(0)
-    try:
-        vol.download(stream, 0, 1, 0)
-    except Exception as exc:
-        if is_error(exc, "OPERATION_INVALID"):
-            return True
-        raise
-    try:
-        stream.abort()
-    except Exception:  # noqa: BLE001 - the probe's stream is dropped either way
-        pass
-    return False
-
-
-def drop_volume(conn, vol, what):
-    """Delete ``vol`` (gone already is fine); Conflict while libvirt still copies into it."""
-    try:
-        vol.delete(0)
-    except Exception as exc:
-        if is_error(exc, "NO_STORAGE_VOL"):
-            return
-        if is_error(exc, "OPERATION_INVALID") and being_copied(conn, vol):
-            raise Conflict("%s is still being copied by libvirt, which cannot stop a copy; try "
-                           "again once it ends" % what, cause=exc) from exc
-        raise
-
-
-def forget_volumes(volumes):
-    """Delete volumes an operation made before it failed (best effort: its error is reported)."""
-    for vol in volumes:
-        try:
-            vol.delete(0)
-        except Exception:  # noqa: BLE001 - the operation's own error is the one to report
-            pass
-
-
 # -- the marker ---------------------------------------------------------------------------------
-def _download(conn, vol):
-    size = vol.info()[1]
-    if size > _MAX_MARKER:
-        return None
-    stream = conn.newStream(0)
-    vol.download(stream, 0, size, 0)
-    chunks = []
-    try:
-        while True:
-            chunk = stream.recv(_CHUNK)
-            if isinstance(chunk, int):
-                raise Internal("libvirt stream of %s answered %d" % (vol.name(), chunk))
-            if not chunk:
-                break
-            chunks.append(chunk)
-        stream.finish()
-    except Exception:
-        try:
-            stream.abort()
-        except Exception:  # noqa: BLE001 - the first error is the one to report
-            pass
-        raise
-    return b"".join(chunks)
-
-
-def upload(conn, pool, name, data):
-    """A new raw volume ``name`` holding ``data``; removed again when the upload fails."""
-    vol = pool.createXML(volume_xml(name, len(data), "raw"), 0)
-    try:
-        stream = conn.newStream(0)
-        vol.upload(stream, 0, len(data), 0)
-        try:
-            offset = 0
-            while offset < len(data):
-                sent = stream.send(data[offset:offset + _CHUNK])
-                if sent < 0:
-                    raise Internal("libvirt stream of %s answered %d" % (name, sent))
-                offset += sent
-            stream.finish()
-        except Exception:
-            try:
-                stream.abort()
-            except Exception:  # noqa: BLE001 - the first error is the one to report
-                pass
-            raise
-    except Exception:
-        try:
-            vol.delete(0)
-        except Exception:  # noqa: BLE001 - the upload's error is the one to report
-            pass
-        raise
-    return vol
-
-
 def read_marker(conn, pool, name):
     """(volume, marker dict) of backup ``name``: (None, None) when there is no marker volume,
     (volume, None) when it is not a whole marker of this backup (a write cut short)."""
@@ -221,7 +44,7 @@ def read_marker(conn, pool, name):
     if vol is None:
         return None, None
     try:
-        data = _download(conn, vol)
+        data = download(conn, vol, _MAX_MARKER)
     except Exception as exc:
         if is_error(exc, "NO_STORAGE_VOL"):
             return None, None

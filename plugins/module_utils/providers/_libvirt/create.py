@@ -12,6 +12,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import (
     is_error as _is, load as _libvirt)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import SEED_ROLE
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.volumes import upload
 
 __all__ = ("create", "create_volumes", "delete_volumes")
 
@@ -144,9 +145,6 @@ def _seed_image(provider, conn, spec, uuid):
 
 def _upload_seed(conn, name, pool, data):
     """The seed ISO ``data`` uploaded as the raw volume ``name`` of ``pool``: its volume dict."""
-    from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backup_storage import (
-        upload)
-
     vol = upload(conn, pool, name, data)
     return {"pool": pool.name(), "name": name, "path": vol.path(),
             "size_gb": _whole_gib(len(data)), "role": SEED_ROLE}

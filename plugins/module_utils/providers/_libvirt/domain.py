@@ -1,5 +1,5 @@
-"""libvirt domain XML as read back: the VM fields of a domain, the volumes this collection
-created for it, and what libvirt refuses or mishandles in a domain name.
+"""libvirt domain XML as read back: the VM fields of a domain, its disks, the volumes this
+collection created for it, and what libvirt refuses or mishandles in a domain name.
 
 Tags, metadata and the volumes created for a VM live in the domain's ``<metadata>`` under the
 namespace :data:`NAMESPACE`; ``spec.py`` writes them. A volume made from a base image records
@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.guest import agent_state
 
 __all__ = ("NAMESPACE", "DOMAIN_TYPES", "MAX_NAME_BYTES", "SEED_ROLE", "name_problem",
-           "parse_domain_xml", "disk_nodes", "managed_volumes", "qualified", "mib")
+           "parse_domain_xml", "domain_disks", "disk_nodes", "managed_volumes", "qualified", "mib")
 
 NAMESPACE = "https://resilient.virt/xmlns/vm/1"
 ET.register_namespace("rv", NAMESPACE)
@@ -97,6 +97,18 @@ def parse_domain_xml(xml):
         "tags": [] if rv is None else [
             t.text or "" for t in rv.findall(qualified("tags") + "/" + qualified("tag"))],
     }
+
+
+def domain_disks(xml):
+    """Every disk of domain XML: [{target, device, type, format, path}]."""
+    found = []
+    for node in ET.fromstring(xml).findall("devices/disk"):
+        target, driver = node.find("target"), node.find("driver")
+        found.append({"target": None if target is None else target.get("dev"),
+                      "device": node.get("device", "disk"), "type": node.get("type"),
+                      "format": None if driver is None else driver.get("type"),
+                      "path": _source(node)})
+    return found
 
 
 def _source(node):

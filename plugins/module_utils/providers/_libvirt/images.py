@@ -12,10 +12,10 @@ import math
 import xml.etree.ElementTree as ET
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
-from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backup_storage import (
-    volume_xml)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import (
     is_error)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.volumes import (
+    volume_xml)
 
 __all__ = ("GIB", "SEED_LABEL", "base_image", "check_size", "clone_volume", "seed_files",
            "seed_iso")

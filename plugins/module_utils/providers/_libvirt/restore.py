@@ -19,13 +19,14 @@ from ansible_collections.resilient.virt.plugins.module_utils._fleet.desired impo
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, NotFound, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backup_storage import (
-    backing_path, being_copied, directory_pool, domain_disks, drop_volume, find_volume,
-    forget_volumes, missing_status, poll_status, read_marker, record_name,
-    volume_at, volume_xml)
+    missing_status, poll_status, read_marker, record_name)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import (
     is_error, load as libvirt)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import (
-    SEED_ROLE, managed_volumes, qualified)
+    SEED_ROLE, domain_disks, managed_volumes, qualified)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.volumes import (
+    backing_path, being_copied, directory_pool, drop_volume, find_volume, forget_volumes,
+    volume_at, volume_xml)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import (
     volumes_element)
 
