@@ -1,4 +1,4 @@
-"""The playbooks the README shows (the demo, the failover tour, the fleet and the backups) run
+"""The playbooks the README and docs/ show (the demo, the failover tour, the fleet and the backups) run
 cleanly against the lab."""
 import json
 import os
