@@ -31,6 +31,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._masking import (
     MIN_LENGTH, environment_secrets, secret_values)
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import (
     option_spec, resolve_settings)
+from ansible_collections.resilient.virt.plugins.module_utils._task_context import TaskContext
 
 RESILIENCE_OPTIONS = option_spec()
 
@@ -270,6 +271,15 @@ class ResilientModule:
             fact, list_breakers)
 
         return dict((snap["name"], fact(snap)) for snap in list_breakers(self.store))
+
+    def context(self):
+        """The :class:`TaskContext` a task (``_<area>/task.py``) takes: this module's store,
+        settings, providers and warnings, and its check and diff modes."""
+        return TaskContext(
+            open_store=lambda: self.store, read_settings=lambda: self.settings,
+            open_provider=self.open_provider, provider_config=self.provider_config,
+            provider_references=self.provider_references, environ=self.environ,
+            warnings=self.warnings, check_mode=self.check_mode, diff_mode=self.diff_mode)
 
     # -- life cycle ---------------------------------------------------------------------------
     def run(self):
