@@ -624,9 +624,7 @@ resilience:
 """
 
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
-from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    InvalidSpec, VirtError, field_error, field_errors)
-from ansible_collections.resilient.virt.plugins.module_utils import _conditions as conditions
+from ansible_collections.resilient.virt.plugins.module_utils._vm.task import run_vm
 
 
 class VmModule(ResilientModule):
@@ -674,91 +672,8 @@ class VmModule(ResilientModule):
         shutdown_timeout=dict(type="raw", default="60s"),
     )
 
-    def _with_backend_errors(self, problems):
-        """``problems`` and, so that every bad field is reported at once, what the provider's
-        backend finds in the spec a create would send (nothing is contacted)."""
-        from ansible_collections.resilient.virt.plugins.module_utils._vm.reconcile import SPEC_FIELDS
-        from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import (
-            provider_class)
-
-        errors = [dict(path=path, message=message) for path, message in problems]
-        config = self.provider_config(None, "provider")
-        spec = dict((field, self.params[field]) for field in SPEC_FIELDS + ("name",)
-                    if self.params.get(field) is not None)
-        found = set(error["path"] for error in errors)
-        backend = provider_class(config["type"])(config, environ=self.environ)
-        return errors + [error for error in backend.spec_errors(spec)
-                         if error["path"] not in found and error["message"] != "is required"]
-
     def run(self):
-        from ansible_collections.resilient.virt.plugins.module_utils._convert import parse_duration
-        from ansible_collections.resilient.virt.plugins.module_utils._input import (
-            spec_problems, text_problem)
-        from ansible_collections.resilient.virt.plugins.module_utils._vm.reconcile import (
-            UNREAD, find_by_uuid, reconcile)
-
-        params = self.params
-        if params.get("placement"):  # Ansible keeps an alias's key next to its option's
-            params["placement"] = dict((key, value) for key, value in params["placement"].items()
-                                       if key != "esxi_hostname")
-        shutdown_timeout = parse_duration(params["shutdown_timeout"], "shutdown_timeout")
-        wait = params["wait_for_ip"] and not self.check_mode
-        if params["wait_for_ip"] and params["state"] not in ("running", "restarted"):
-            raise field_error("wait_for_ip", "needs state=running or state=restarted (a VM in "
-                              "state %s gets no address)" % params["state"])
-        wait_timeout = parse_duration(params["wait_timeout"], "wait_timeout") if wait else None
-        problems = spec_problems(params)
-        if params["name"] is not None and text_problem(params["name"], what="a VM name"):
-            problems.insert(0, ("name", text_problem(params["name"], what="a VM name")))
-        if problems:
-            raise field_errors(self._with_backend_errors(problems))
-        provider = self.open_provider()
-        try:
-            name, current = params["name"], UNREAD
-            if params["uuid"]:
-                name, current = find_by_uuid(provider, params["uuid"], name, params["state"])
-            outcome = reconcile(
-                provider, name, params["state"], params, check_mode=self.check_mode,
-                force=params["force"], shutdown_timeout=shutdown_timeout, current=current,
-            )
-            if wait:
-                from ansible_collections.resilient.virt.plugins.module_utils._vm.wait import (
-                    wait_for_address)
-
-                outcome["vm"] = wait_for_address(provider, name, wait_timeout)
-        except VirtError as err:
-            err.result = dict(ready=False, conditions=self._failure_conditions(err))
-            raise
-        result = dict(
-            changed=outcome["changed"],
-            vm=outcome["vm"],
-            actions=outcome["actions"],
-            changes=dict(before=outcome["before"], after=outcome["after"]),
-            conditions=self._conditions(outcome),
-        )
-        result["ready"] = any(c["type"] == conditions.READY and c["status"] is True
-                              for c in result["conditions"])
-        result["restart_required"] = outcome["restart_required"]
-        if self.diff_mode and outcome["changed"]:
-            result["diff"] = dict(before=outcome["before"], after=outcome["after"])
-        return result
-
-    def _conditions(self, outcome):
-        after = outcome["after"]
-        if after.get("state") == "absent":
-            return []
-        name = (outcome["vm"] or {}).get("name") or self.params["name"] or self.params["uuid"]
-        message = "%s is %s" % (name, after.get("state"))
-        if self.check_mode and outcome["changed"]:
-            message = "check mode: %s would be %s" % (name, after.get("state"))
-        return [conditions.vm_ready(message)]
-
-    def _failure_conditions(self, err):
-        found = [conditions.vm_validation_error() if isinstance(err, InvalidSpec)
-                 else conditions.vm_provider_error()]
-        if not self.check_mode and self.params["state"] != "absent" and err.operation == "create":
-            found.append(conditions.vm_create_failed())
-        return found
+        return run_vm(self.params, self.context())
 
 
 def main():

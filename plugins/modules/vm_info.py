@@ -241,8 +241,8 @@ resilience:
 """
 
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
-from ansible_collections.resilient.virt.plugins.module_utils.errors import NotFound, VirtError
-from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import VM_STATES, match_filters
+from ansible_collections.resilient.virt.plugins.module_utils._vm.task import run_vm_info
+from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import VM_STATES
 
 
 class VmInfoModule(ResilientModule):
@@ -262,30 +262,8 @@ class VmInfoModule(ResilientModule):
         on_provider_error=dict(type="str", default="fail", choices=["fail", "warn"]),
     )
 
-    def _list(self, reference, filters):
-        provider = self.open_provider(reference)
-        if self.params["name"]:
-            try:
-                found = [provider.describe(self.params["name"])]
-            except NotFound:
-                found = []
-        else:
-            found = provider.list_vms(filters or None)
-        return [vm for vm in found if match_filters(vm, filters)]
-
     def run(self):
-        filters = dict((key, value) for key, value in (self.params.get("filters") or {}).items() if value is not None)
-        vms, errors = [], []
-        for reference in self.provider_references():
-            try:
-                vms.extend(self._list(reference, filters))
-            except VirtError as err:
-                if self.params["on_provider_error"] == "fail":
-                    raise
-                errors.append(dict(provider=reference, error=err.to_dict()))
-                self.warnings.append("provider %s failed: %s: %s" % (reference, err.type, err.message))
-        vms.sort(key=lambda vm: (vm.get("provider") or "", vm.get("name") or ""))
-        return dict(changed=False, vms=vms, provider_errors=errors)
+        return run_vm_info(self.params, self.context())
 
 
 def main():

@@ -46,7 +46,8 @@ MODULES = ("backup", "backup_status", "circuit_breaker", "failover_reservation",
            "vm_fleet", "vm_info")
 # the collection's code every module may reach, loaded once in the controller's main process
 PRELOAD = (
-    "plugins.module_utils._vm.reconcile", "plugins.module_utils._fleet.run",
+    "plugins.module_utils._vm.task", "plugins.module_utils._vm.reconcile",
+    "plugins.module_utils._fleet.run",
     "plugins.module_utils._backup.run",
     "plugins.module_utils._failover.reconcile", "plugins.module_utils._failover.evacuation",
     "plugins.module_utils._state.sqlite", "plugins.module_utils._state.redis",
