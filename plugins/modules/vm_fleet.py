@@ -426,6 +426,7 @@ resilience:
       elements: dict
 """
 
+from ansible_collections.resilient.virt.plugins.module_utils._fleet.task import run_vm_fleet
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
 
 
@@ -450,13 +451,7 @@ class VmFleetModule(ResilientModule):
     )
 
     def run(self):
-        from ansible_collections.resilient.virt.plugins.module_utils._fleet.run import run_fleet
-
-        result, err = run_fleet(self, self.params, self.check_mode, self.diff_mode)
-        if err is not None:
-            err.result = result
-            raise err
-        return result
+        return run_vm_fleet(self.params, self.context())
 
 
 def main():

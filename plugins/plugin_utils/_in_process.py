@@ -47,7 +47,7 @@ MODULES = ("backup", "backup_status", "circuit_breaker", "failover_reservation",
 # the collection's code every module may reach, loaded once in the controller's main process
 PRELOAD = (
     "plugins.module_utils._vm.task", "plugins.module_utils._vm.reconcile",
-    "plugins.module_utils._fleet.run",
+    "plugins.module_utils._fleet.task",
     "plugins.module_utils._backup.run",
     "plugins.module_utils._failover.reconcile", "plugins.module_utils._failover.evacuation",
     "plugins.module_utils._state.sqlite", "plugins.module_utils._state.redis",

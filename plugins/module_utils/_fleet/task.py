@@ -2,6 +2,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The vm_fleet task: its options checked, the desired fleet built, one run, its result.
 
+:func:`run_vm_fleet` takes the module's options (a dict) and a :class:`TaskContext`.
+
 The last full run of an owner is kept in the state store (namespace :data:`RUNS`) so that
 ``full_interval`` can make a run full when the last one is too old.
 """
@@ -16,8 +18,9 @@ from ansible_collections.resilient.virt.plugins.module_utils._fleet.reconciler i
     FleetRun, Options)
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, field_errors)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import provider_key
 
-__all__ = ("RUNS", "options_from", "run_fleet")
+__all__ = ("RUNS", "options_from", "run_vm_fleet")
 
 RUNS = "vm_fleet_runs"
 _POSITIVE = ("max_attempts", "concurrency", "provider_concurrency", "round_size")
@@ -61,36 +64,33 @@ def options_from(params, check_mode):
     return options, durations["full_interval"]
 
 
-def _resolver(module):
+def _resolver(provider_config):
     """``resolve_ref(name)``: the provider dict of a ``providers`` entry, or None."""
     def resolve_ref(name):
         try:
-            return module.provider_config(name)
+            return provider_config(name)
         except InvalidSpec:
             return None
     return resolve_ref
 
 
-def run_fleet(module, params, check_mode, diff_mode):
-    """Run the fleet of a vm_fleet task (``module`` is its ResilientModule); return the result
-    and the error that fails the task (None when it succeeds)."""
-    from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import (
-        provider_key)
-
-    options, full_interval = options_from(params, check_mode)
-    fleet = desired_fleet(params["vms"], params.get("provider"), module.provider_config,
-                          lambda config: provider_key(config, environ=module.environ))
-    store = module.store
+def run_vm_fleet(params, ctx):
+    """Run the fleet of a vm_fleet task; return its result, or raise the error that fails the
+    task with the result attached (``err.result``)."""
+    options, full_interval = options_from(params, ctx.check_mode)
+    fleet = desired_fleet(params["vms"], params.get("provider"), ctx.provider_config,
+                          lambda config: provider_key(config, environ=ctx.environ))
+    store = ctx.store
     last_full = (store.get(RUNS, options.owner) or {}).get("last_full_at")
     now = store.now()
     options.full = options.full or bool(full_interval and (
         last_full is None or now - last_full >= full_interval))
-    run = FleetRun(fleet, options, store, module.open_provider,
-                   resolve_ref=_resolver(module), clock=store.now)
+    run = FleetRun(fleet, options, store, ctx.open_provider,
+                   resolve_ref=_resolver(ctx.provider_config), clock=store.now)
     outcomes = run.run()
     records = run.read
-    module.warnings.extend(run.warnings)
-    if options.full and not check_mode:
+    ctx.warnings.extend(run.warnings)
+    if options.full and not ctx.check_mode:
         store.update(RUNS, options.owner, lambda old, at: (dict(old or {}, last_full_at=at), None))
     summary = report.summarize(outcomes)
     result = dict(
@@ -98,14 +98,17 @@ def run_fleet(module, params, check_mode, diff_mode):
         summary=summary,
         full=options.full,
         vms=report.vm_results(outcomes, records, options.owner, options.backoff.max_attempts,
-                              check_mode, now),
+                              ctx.check_mode, now),
     )
-    if diff_mode and result["changed"]:
+    if ctx.diff_mode and result["changed"]:
         result["diff"] = report.diff(outcomes)
-    if run.store_error is not None:  # the run stopped: the result holds the VMs it reached
-        return result, run.store_error
-    err = report.failure(outcomes)
-    if err is not None and not params["fail_on_error"]:
-        module.warnings.append("%s (fail_on_error=false: the task does not fail)" % err.message)
-        err = None
-    return result, err
+    err = run.store_error  # the run stopped: the result holds the VMs it reached
+    if err is None:
+        err = report.failure(outcomes)
+        if err is not None and not params["fail_on_error"]:
+            ctx.warnings.append("%s (fail_on_error=false: the task does not fail)" % err.message)
+            err = None
+    if err is not None:
+        err.result = result
+        raise err
+    return result
