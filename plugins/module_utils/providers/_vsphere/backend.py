@@ -34,7 +34,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
 from ansible_collections.resilient.virt.plugins.module_utils.providers._connection import (
     SharedConnection, SharedConnectionMixin)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
-    CAPABILITIES, POWER_ACTIONS, Option, Provider, check_filters, match_filters, new_vm)
+    CAPABILITIES, POWER_ACTIONS, Option, Provider, check_filters, match_filters)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
 from ansible_collections.resilient.virt.plugins.module_utils.providers._reconfigure import (
     differences, list_changes)
@@ -45,10 +45,11 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.tls import (
     certificate_error, check_ca_path, ssl_context)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.inventory import (
-    COMPUTE_PATHS, HOST_PATHS, VM_PATHS, custom_values, datastore_of, host_fields, retrieve,
-    retrieve_view, vm_fields)
+    VM_PATHS, custom_values, datastore_of, host_fields, retrieve, retrieve_view)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.placement import (
-    KEYS as PLACEMENT_KEYS, TREE_PATHS, Placer, Tree, vm_placement)
+    KEYS as PLACEMENT_KEYS, TREE_PATHS, Tree)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.session import (
+    Session)
 
 __all__ = ("VSphereProvider", "resilient_virt_provider_types")
 
@@ -57,7 +58,6 @@ HOT_PLUG_PATHS = ("config.cpuHotAddEnabled", "config.cpuHotRemoveEnabled",
                   "config.memoryHotAddEnabled")
 HARDWARE = ("vcpus", "memory_mb", "disks", "interfaces")  # changed by ReconfigVM_Task
 CLOSE_TIMEOUT = 3.0
-MAX_POLL_INTERVAL = 1.0
 _TASK_STATES = {"queued": "running", "running": "running", "success": "success",
                 "error": "error"}
 
@@ -78,20 +78,6 @@ def _logout(session):
         session.content.sessionManager.Logout()
     finally:
         session.si._stub.DropConnections()
-
-
-class _Session:
-    """One login: the service instance, its content and lookups cached for its lifetime."""
-
-    def __init__(self, si):
-        self.si = si
-        self.content = si.RetrieveContent()
-        self.views = {}
-        self.root = None
-        self.field_names = None
-        self.portgroups = None
-        self.hosts = {}
-        self.tree = None
 
 
 class VSphereProvider(SharedConnectionMixin, Provider):
@@ -183,6 +169,11 @@ class VSphereProvider(SharedConnectionMixin, Provider):
                               % (leaf[:20] + "...", len(leaf), MAX_NAME_LENGTH))
 
     # -- sessions -----------------------------------------------------------------------------
+    def session(self):
+        """The login the backend's other files work through (``session.py``), made on first
+        use."""
+        return self._connection()
+
     def _ssl_context(self):
         """The TLS context of both APIs (None for http): see ``tls.py``."""
         return ssl_context(self.config)
@@ -197,7 +188,9 @@ class VSphereProvider(SharedConnectionMixin, Provider):
                       port=self.config["port"], user=self.config["username"],
                       pwd=self.config["password"], sslContext=self._ssl_context(),
                       httpConnectionTimeout=self.config["timeout"])
-        return run_with_timeout(lambda: _Session(SmartConnect(**kwargs)), self.config["timeout"],
+        return run_with_timeout(lambda: Session(SmartConnect(**kwargs), self, self._tag_client,
+                                                 self._require_tags),
+                                self.config["timeout"],
                                 "vSphere login to %s" % self.endpoint())
 
     def _rest_login(self):
@@ -276,237 +269,26 @@ class VSphereProvider(SharedConnectionMixin, Provider):
                                % (self.endpoint(), type(exc).__name__, exc), cause=exc)
         return None
 
-    # -- inventory helpers ----------------------------------------------------------------------
-    def _view(self, session, kinds):
-        """A ContainerView of ``kinds`` under the datacenter (or root), made once per session."""
-        names = tuple(sorted(k.__name__ for k in kinds))
-        if names not in session.views:
-            session.views[names] = session.content.viewManager.CreateContainerView(
-                self._root(session), list(kinds), True)
-        return session.views[names]
-
-    def _root(self, session):
-        if session.root is not None:
-            return session.root
-        content = session.content
-        wanted = self.config.get("datacenter")
-        if wanted is None:
-            session.root = content.rootFolder
-            return session.root
-        from pyVmomi import vim
-
-        view = content.viewManager.CreateContainerView(content.rootFolder, [vim.Datacenter], True)
-        found = retrieve_view(content, view, {vim.Datacenter: ["name"]})
-        for ref, props in found:
-            if props.get("name") == wanted:
-                session.root = ref
-                return ref
-        known = ", ".join(sorted(p.get("name", "?") for ref, p in found)) or "none"
-        raise field_error("provider.datacenter", "no datacenter named %r on %s (datacenters: %s)"
-                          % (wanted, self.endpoint(), known))
-
-    def _field_names(self, session, props_list):
-        """Custom field key -> name; fetched when a key is not known yet."""
-        known = session.field_names or {}
-        if any(item.key not in known for p in props_list for item in p.get("customValue") or []):
-            fields = session.content.customFieldsManager.field or []
-            session.field_names = known = dict((f.key, f.name) for f in fields)
-        return known
-
-    def _portgroups(self, session, props_list):
-        """Distributed port group key -> name; fetched when a VM uses a key not known yet."""
-        from pyVmomi import vim
-
-        known = session.portgroups or {}
-        backing = vim.vm.device.VirtualEthernetCard.DistributedVirtualPortBackingInfo
-        if any(isinstance(getattr(d, "backing", None), backing) and d.backing.port is not None
-               and d.backing.port.portgroupKey not in known
-               for p in props_list for d in p.get("config.hardware.device") or []):
-            view = self._view(session, [vim.dvs.DistributedVirtualPortgroup])
-            found = retrieve_view(session.content, view,
-                                  {vim.dvs.DistributedVirtualPortgroup: ["key", "name"]})
-            session.portgroups = known = dict((p["key"], p["name"]) for ref, p in found
-                                              if "key" in p)
-        return known
-
-    def _host_records(self, session):
-        """Every host: (moref, props, az); also refreshes the host map used by VM dicts."""
-        from pyVmomi import vim
-
-        found = retrieve_view(session.content, self._view(session, [vim.HostSystem,
-                                                                    vim.ComputeResource]),
-                              {vim.HostSystem: HOST_PATHS, vim.ComputeResource: COMPUTE_PATHS})
-        computes = dict((ref._moId, (ref, props)) for ref, props in found
-                        if isinstance(ref, vim.ComputeResource))
-        records = []
-        for ref, props in found:
-            if not isinstance(ref, vim.HostSystem):
-                continue
-            parent = props.get("parent")
-            compute = computes.get(parent._moId) if parent is not None else None
-            if compute is not None and isinstance(compute[0], vim.ClusterComputeResource):
-                az = compute[1].get("name")
-            else:
-                az = self.config["az"]
-            props["compute"] = compute
-            records.append((ref, props, az))
-        session.hosts = dict((ref._moId, (props.get("name"), az, az if props["compute"] and isinstance(
-            props["compute"][0], vim.ClusterComputeResource) else None)) for ref, props, az in records)
-        return records
-
-    def _tree(self, session, refs=(), fresh=False):
-        """The inventory tree (``placement.Tree``), read again when ``fresh`` or when it lacks
-        one of ``refs``; its view starts at the root folder, for whole paths."""
-        from pyVmomi import vim
-
-        if fresh or session.tree is None or not session.tree.knows(refs):
-            content = session.content
-            if "tree" not in session.views:
-                session.views["tree"] = content.viewManager.CreateContainerView(
-                    content.rootFolder, [getattr(vim, kind) for kind in TREE_PATHS], True)
-            session.tree = Tree(retrieve_view(content, session.views["tree"], dict(
-                (getattr(vim, kind), paths) for kind, paths in TREE_PATHS.items())))
-        return session.tree
-
-    def _placer(self, session):
-        """A Placer on a fresh read of the inventory."""
-        from pyVmomi import vim
-
-        def datastores(host_props):
-            found = retrieve(session.content, host_props.get("datastore") or [],
-                             {vim.Datastore: ["summary.name", "summary.freeSpace",
-                                              "summary.accessible"]})
-            return [(p.get("summary.name"), ref, p.get("summary.freeSpace") or 0)
-                    for ref, p in found if p.get("summary.accessible")]
-        return Placer(self, self._tree(session, fresh=True), self._host_records(session),
-                      datastores)
-
     def _traits(self, props, field_names):
         traits = set(self.config["traits"])
         text = custom_values(props, field_names).get(self.config["traits_attribute"]) or ""
         traits.update(t.strip() for t in text.split(",") if t.strip())
         return sorted(traits)
 
-    def _vm_refs(self, session, name):
-        from pyVmomi import vim
-
-        view = self._view(session, [vim.VirtualMachine])
-        return [ref for ref, props in retrieve_view(session.content, view,
-                                                    {vim.VirtualMachine: ["name"]})
-                if props.get("name") == name]
-
-    def _find_vm(self, session, name):
-        """The VM named ``name``, or at the inventory path ``name`` when it starts with /."""
-        from pyVmomi import vim
-
-        if name.startswith("/"):
-            ref = session.content.searchIndex.FindByInventoryPath(name[1:])
-            if not isinstance(ref, vim.VirtualMachine):
-                raise NotFound("no VM at the inventory path %r on %s" % (name, self.key))
-            return ref
-        refs = self._vm_refs(session, name)
-        if not refs:
-            raise NotFound("VM %r not found on %s" % (name, self.key))
-        if len(refs) > 1:
-            raise Conflict("%d VMs are named %r on %s; address the one you mean by its uuid, "
-                           "or by its inventory path as name (/<datacenter>/vm/<folder>/%s)"
-                           % (len(refs), name, self.key, name))
-        return refs[0]
-
-    def _tags_of(self, session, moids):
-        """{moid: tag names} of the VMs ``moids`` ({} on an endpoint without tags)."""
-        client = self._tag_client(session)
-        return client.tags_of(moids) if client else {}
-
-    def _tags_of_soon(self, session):
-        """``_tags_of`` for the VMs of a query the caller makes next: the REST session is opened
-        and the category looked up now, in a thread, so that those round trips overlap the
-        query; their errors are raised by the function returned."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        def prepare():
-            client = self._tag_client(session)
-            if client is not None:
-                client.category(create=False)
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="resilient-virt-tags")
-        ready = pool.submit(prepare)
-        pool.shutdown(wait=False)
-
-        def tags_of(moids):
-            ready.result()
-            return self._tags_of(session, moids)
-        return tags_of
-
-    def _vm_dicts(self, session, found, tree=None, tags_of=None):
-        """The VM dicts of ``found`` (VM_PATHS properties). ``tree`` holds their folders' and
-        resource pools' ancestors when the caller read them (else the session's tree is used);
-        ``tags_of(moids)`` reads their tags (default ``_tags_of``)."""
-        props_list = [props for ref, props in found]
-        if any(p.get("runtime.host") is not None and p["runtime.host"]._moId not in session.hosts
-               for p in props_list):
-            self._host_records(session)
-        field_names = self._field_names(session, props_list)
-        portgroups = self._portgroups(session, props_list)
-        if tree is None and found:
-            tree = self._tree(session, [p.get(key) for p in props_list
-                                        for key in ("parent", "resourcePool")])
-        tags_of = tags_of or (lambda moids: self._tags_of(session, moids))
-        tags = tags_of([ref._moId for ref, props in found]) if found else {}
-        return [new_vm(self, props.get("name"), tags=tags.get(ref._moId, []),
-                       placement=vm_placement(props, tree, session.hosts),
-                       **vm_fields(props, session.hosts, field_names, portgroups))
-                for ref, props in found]
-
-    def _describe_ref(self, session, ref, name):
-        from pyVmomi import vim
-
-        found = retrieve(session.content, [ref], {vim.VirtualMachine: VM_PATHS})
-        if not found:
-            raise NotFound("VM %r not found on %s" % (name, self.key))
-        return self._vm_dicts(session, found)[0]
-
-    def _wait(self, session, task, what, timeout=None):
-        """Poll ``task`` until it ends: its result, its fault raised, or Timeout. The task is
-        named to the retry first (``started``), and an abandoned attempt polls on, so that its
-        work ends as it would have and the retry that waits for it finds it done."""
-        self.started(task._moId)
-        limit = self.config["task_timeout"] if timeout is None else timeout
-        end = time.monotonic() + limit
-        delay = 0.02
-        while True:
-            info = task.info
-            if info.state == "success":
-                return info.result
-            if info.state == "error":
-                raise info.error
-            left = end - time.monotonic()
-            if left <= 0:
-                raise Timeout("%s on %s still running after %gs (task %s); see task_status"
-                              % (what, self.key, limit, task._moId),
-                              details={"task_id": task._moId, "timeout": limit})
-            time.sleep(min(delay, left))
-            delay = min(delay * 2, MAX_POLL_INTERVAL)
-
-    def _power_state(self, session, ref):
-        from pyVmomi import vim
-
-        found = retrieve(session.content, [ref], {vim.VirtualMachine: ["runtime.powerState"]})
-        return str(found[0][1].get("runtime.powerState")) if found else None
-
     # -- operations -----------------------------------------------------------------------------
     def validate(self):
-        session = self._connection()
+        session = self.session()
         about = session.content.about
-        self._root(session)  # checks provider.datacenter
+        session.root()  # checks provider.datacenter
         return {"endpoint": "%s://%s" % (self.config["protocol"], self.endpoint()),
                 "product": about.fullName, "api_type": about.apiType,
                 "api_version": about.apiVersion, "instance_uuid": about.instanceUuid,
                 "datacenter": self.config.get("datacenter"), "warnings": list(self.warnings)}
 
     def list_hypervisors(self):
-        session = self._connection()
-        records = self._host_records(session)
-        field_names = self._field_names(session, [props for ref, props, az in records])
+        session = self.session()
+        records = session.host_records()
+        field_names = session.field_names([props for ref, props, az in records])
         hosts = [host_fields(props, az, self._traits(props, field_names))
                  for ref, props, az in records]
         return sorted(hosts, key=lambda h: h["name"])
@@ -515,9 +297,9 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         from pyVmomi import vim
 
         check_filters(filters)
-        session = self._connection()
-        tags_of = self._tags_of_soon(session)
-        view = self._view(session, [vim.VirtualMachine])
+        session = self.session()
+        tags_of = session.tags_of_soon()
+        view = session.view([vim.VirtualMachine])
         wanted = dict((getattr(vim, kind), kind_paths) for kind, kind_paths in TREE_PATHS.items())
         wanted[vim.VirtualMachine] = paths
         found = retrieve_view(session.content, view, wanted, ancestors=True)
@@ -525,7 +307,7 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         tree = Tree([(ref, props) for ref, props in found
                      if not isinstance(ref, vim.VirtualMachine) and ref._moId != top])
         found = [(ref, props) for ref, props in found if isinstance(ref, vim.VirtualMachine)]
-        vms = [vm for vm in self._vm_dicts(session, found, tree, tags_of)
+        vms = [vm for vm in session.vm_dicts(found, tree, tags_of)
                if match_filters(vm, filters)]
         return sorted(vms, key=lambda vm: vm["name"] or "")
 
@@ -535,16 +317,16 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         return self.list_vms(filters, [p for p in VM_PATHS if p != "config.hardware.device"])
 
     def describe(self, name):
-        session = self._connection()
-        return self._describe_ref(session, self._find_vm(session, name), name)
+        session = self.session()
+        return session.describe(session.find_vm(name), name)
 
     def find(self, uuid):
         """The inventory path (``/DC0/vm/team-a/web1``) of the VM whose ``uuid`` (its instance
         UUID, as VM dicts show it) is given: it names that VM even where names are not unique."""
         from pyVmomi import vim
 
-        session = self._connection()
-        root = self._root(session)
+        session = self.session()
+        root = session.root()
         ref = session.content.searchIndex.FindByUuid(
             datacenter=root if isinstance(root, vim.Datacenter) else None, uuid=uuid,
             vmSearch=True, instanceUuid=True)
@@ -570,24 +352,24 @@ class VSphereProvider(SharedConnectionMixin, Provider):
             config_spec, placement_request, validate_spec)
 
         spec = validate_spec(spec)
-        session = self._connection()
-        if self._vm_refs(session, spec["name"]):
+        session = self.session()
+        if session.vm_refs(spec["name"]):
             raise Conflict("VM %r already exists on %s" % (spec["name"], self.key))
-        tagger = self._require_tags(session) if spec["tags"] else None
+        tagger = session.require_tags() if spec["tags"] else None
         source = self._source(session, spec["template"]) if "template" in spec else None
         wanted, paths = placement_request(spec)
-        target = self._placer(session).resolve(wanted, paths, az=spec.get("az"))
+        target = session.placer().resolve(wanted, paths, az=spec.get("az"))
         if source is not None:
             return self._clone(session, spec, source, target)
         config = config_spec(spec, target["datastore"][0],
                              self._backing_resolver(session, target["host"][1]))
         task = target["folder"].CreateVM_Task(config=config, pool=target["pool"],
                                               host=target["host"][0])
-        ref = self._wait(session, task, "creating VM %r" % spec["name"])
+        ref = session.wait(task, "creating VM %r" % spec["name"])
 
         def finish():
             self._labels(session, ref, {}, spec["metadata"], spec["tags"] if tagger else None)
-            return self._describe_ref(session, ref, spec["name"])
+            return session.describe(ref, spec["name"])
 
         return self._finish(session, ref, spec["name"], finish)
 
@@ -597,9 +379,9 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         from pyVmomi import vim
 
         folder, _sep, name = template.rpartition("/")
-        refs = self._vm_refs(session, name)
+        refs = session.vm_refs(name)
         found = retrieve(session.content, refs, {vim.VirtualMachine: VM_PATHS})
-        tree = self._tree(session, [props.get("parent") for ref, props in found])
+        tree = session.tree([props.get("parent") for ref, props in found])
         if folder:
             found = [(ref, props) for ref, props in found
                      if tree.path(props.get("parent")) == folder]
@@ -611,7 +393,7 @@ class VSphereProvider(SharedConnectionMixin, Provider):
                 if not found else "%d VMs or templates are named %r on %s; give the inventory "
                 "path of one: %s" % (len(found), name, self.key, ", ".join(sorted(
                     "%s/%s" % (tree.path(props.get("parent")), name) for ref, props in found))))
-        return found[0] + (self._vm_dicts(session, found)[0],)
+        return found[0] + (session.vm_dicts(found)[0],)
 
     def _clone(self, session, spec, source, target):
         """Clone ``source`` (ref, props, VM dict) to ``target``, then give the clone what the
@@ -630,14 +412,14 @@ class VSphereProvider(SharedConnectionMixin, Provider):
                                        datastore=target["datastore"][1])
         task = ref.CloneVM_Task(folder=target["folder"], name=name, spec=vim.vm.CloneSpec(
             location=location, powerOn=False, template=False))
-        clone = self._wait(session, task, "cloning %r into VM %r" % (spec["template"], name))
+        clone = session.wait(task, "cloning %r into VM %r" % (spec["template"], name))
         wanted.update(metadata=spec["metadata"], tags=spec["tags"])
 
         def finish():
             made = self._change(session, clone, name, wanted)
             if "customization" in spec:  # once the clone has its final NICs
                 custom = customization_spec(spec, len(made["interfaces"]))
-                self._wait(session, clone.CustomizeVM_Task(spec=custom), "customizing VM %r" % name)
+                session.wait(clone.CustomizeVM_Task(spec=custom), "customizing VM %r" % name)
             return made
 
         return self._finish(session, clone, name, finish)
@@ -650,7 +432,7 @@ class VSphereProvider(SharedConnectionMixin, Provider):
             return work()
         except Exception:
             try:
-                self._wait(session, ref.Destroy_Task(), "deleting the half-made VM %r" % name)
+                session.wait(ref.Destroy_Task(), "deleting the half-made VM %r" % name)
             except Exception as exc:  # noqa: BLE001 - the step's error is the one to raise
                 self.warnings.append("VM %r was created, then a step failed, and deleting it "
                                      "failed too (%s); delete it by hand" % (
@@ -658,11 +440,11 @@ class VSphereProvider(SharedConnectionMixin, Provider):
             raise
 
     def delete(self, name):
-        session = self._connection()
-        ref = self._find_vm(session, name)
-        if self._power_state(session, ref) != "poweredOff":
-            self._wait(session, ref.PowerOffVM_Task(), "powering off VM %r" % name)
-        self._wait(session, ref.Destroy_Task(), "deleting VM %r" % name)
+        session = self.session()
+        ref = session.find_vm(name)
+        if session.power_state(ref) != "poweredOff":
+            session.wait(ref.PowerOffVM_Task(), "powering off VM %r" % name)
+        session.wait(ref.Destroy_Task(), "deleting VM %r" % name)
 
     def power(self, name, action, timeout=None):
         """``on`` also resumes a suspended VM; ``suspend`` saves a running VM's memory to disk
@@ -673,19 +455,19 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         if action == "pause":
             raise NotSupported("vSphere cannot pause a VM (stop its vCPUs and keep its memory in "
                                "the host); use suspend (memory saved to disk) or off instead")
-        session = self._connection()
-        ref = self._find_vm(session, name)
-        state = self._power_state(session, ref)
+        session = self.session()
+        ref = session.find_vm(name)
+        state = session.power_state(ref)
         changed = True
         if action == "suspend" and state == "poweredOff":
             raise Conflict("VM %r is stopped, so it cannot be suspended; power it on first"
                            % name)
         if action == "suspend" and state != "suspended":
-            self._wait(session, ref.SuspendVM_Task(), "suspending VM %r" % name, timeout)
+            session.wait(ref.SuspendVM_Task(), "suspending VM %r" % name, timeout)
         elif action == "on" and state != "poweredOn":
-            self._wait(session, ref.PowerOnVM_Task(), "powering on VM %r" % name, timeout)
+            session.wait(ref.PowerOnVM_Task(), "powering on VM %r" % name, timeout)
         elif action == "off" and state != "poweredOff":
-            self._wait(session, ref.PowerOffVM_Task(), "powering off VM %r" % name, timeout)
+            session.wait(ref.PowerOffVM_Task(), "powering off VM %r" % name, timeout)
         elif action == "shutdown" and state != "poweredOff":
             self._shutdown(session, ref, name, state,
                            DEFAULT_SHUTDOWN_TIMEOUT if timeout is None else timeout)
@@ -693,7 +475,7 @@ class VSphereProvider(SharedConnectionMixin, Provider):
             self._reboot(session, ref, name, state, timeout)
         else:
             changed = False
-        return dict(self._describe_ref(session, ref, name), changed=changed)
+        return dict(session.describe(ref, name), changed=changed)
 
     def _shutdown(self, session, ref, name, state, timeout):
         if state == "suspended":
@@ -701,7 +483,7 @@ class VSphereProvider(SharedConnectionMixin, Provider):
                            "first or power it off" % name)
         ref.ShutdownGuest()
         end = time.monotonic() + timeout
-        while self._power_state(session, ref) != "poweredOff":
+        while session.power_state(ref) != "poweredOff":
             if time.monotonic() >= end:
                 raise Timeout("VM %r did not shut down within %gs (the guest ignored or is still "
                               "handling the request)" % (name, timeout),
@@ -716,7 +498,7 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         if str(ref.guest.toolsRunningStatus) == "guestToolsRunning":
             ref.RebootGuest()
         else:
-            self._wait(session, ref.ResetVM_Task(), "resetting VM %r" % name, timeout)
+            session.wait(ref.ResetVM_Task(), "resetting VM %r" % name, timeout)
 
     def reconfigure(self, name, vcpus=None, memory_mb=None, metadata=None, tags=None,
                     disks=None, interfaces=None, autostart=None, placement=None):
@@ -735,8 +517,8 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         wanted = validate_changes(dict(vcpus=vcpus, memory_mb=memory_mb, metadata=metadata,
                                        tags=tags, disks=disks, interfaces=interfaces,
                                        placement=placement))
-        session = self._connection()
-        return self._change(session, self._find_vm(session, name), name, wanted)
+        session = self.session()
+        return self._change(session, session.find_vm(name), name, wanted)
 
     def _change(self, session, ref, name, wanted):
         """Give VM ``ref`` the ``wanted`` fields (checked) where they differ; its VM dict."""
@@ -746,18 +528,18 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         if not found:
             raise NotFound("VM %r not found on %s" % (name, self.key))
         props = found[0][1]
-        current = self._vm_dicts(session, found)[0]
+        current = session.vm_dicts(found)[0]
         plan = differences(current, wanted)
         if not plan:
             return dict(current, changed=False)
-        tagger = self._require_tags(session) if "tags" in plan else None
+        tagger = session.require_tags() if "tags" in plan else None
         hardware = [field for field in HARDWARE if field in plan]
         if hardware:
             self._check_power_for(name, props, current, plan, hardware)
             changes, kept = self._device_specs(session, props["runtime.host"], props, current, plan)
             config = vim.vm.ConfigSpec(deviceChange=changes, numCPUs=plan.get("vcpus"),
                                        memoryMB=plan.get("memory_mb"))
-            self._wait(session, ref.ReconfigVM_Task(spec=config), "reconfiguring VM %r" % name)
+            session.wait(ref.ReconfigVM_Task(spec=config), "reconfiguring VM %r" % name)
             for label, file_name in kept:
                 self.warnings.append(
                     "%s was removed from VM %r; its file %s is kept (delete it with the datastore "
@@ -767,7 +549,7 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         moved = "placement" in plan and self._relocate(
             session, ref, name, props, plan["placement"],
             dict((key, "placement." + key) for key in PLACEMENT_KEYS))
-        vm = self._describe_ref(session, ref, name)
+        vm = session.describe(ref, name)
         if set(plan) == {"placement"} and not moved:
             vm["changed"] = False
         return vm
@@ -779,7 +561,7 @@ class VSphereProvider(SharedConnectionMixin, Provider):
             self._set_metadata(session, ref, dict(
                 (key, value) for key, value in metadata.items() if have.get(key) != value))
         if tags is not None:
-            self._require_tags(session).set_tags(ref._moId, tags)
+            session.require_tags().set_tags(ref._moId, tags)
 
     def _device_specs(self, session, host, props, current, plan):
         """(device specs, kept disk files) doing the disks and interfaces of ``plan`` on the
@@ -812,7 +594,7 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         current = {"host": props.get("runtime.host"), "pool": props.get("resourcePool"),
                    "folder": props.get("parent"),
                    "datastore": datastore_of(props.get("config.files.vmPathName"))}
-        target = self._placer(session).resolve(wanted, paths, current)
+        target = session.placer().resolve(wanted, paths, current)
         spec = vim.vm.RelocateSpec()
         if target["host"][0] != current["host"]:
             spec.host = target["host"][0]
@@ -822,10 +604,10 @@ class VSphereProvider(SharedConnectionMixin, Provider):
             spec.datastore = target["datastore"][1]
         moved = bool(spec.host or spec.pool or spec.datastore)
         if moved:
-            self._wait(session, ref.RelocateVM_Task(spec=spec), "moving VM %r to host %r" % (
+            session.wait(ref.RelocateVM_Task(spec=spec), "moving VM %r to host %r" % (
                 name, target["host"][1]["name"]))
         if target["folder"] != current["folder"]:
-            self._wait(session, target["folder"].MoveIntoFolder_Task([ref]),
+            session.wait(target["folder"].MoveIntoFolder_Task([ref]),
                        "moving VM %r into another folder" % name)
             moved = True
         return moved
@@ -860,15 +642,15 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         and its resource pool when the host is in the same cluster."""
         from pyVmomi import vim
 
-        session = self._connection()
-        ref = self._find_vm(session, name)
+        session = self.session()
+        ref = session.find_vm(name)
         found = retrieve(session.content, [ref], {vim.VirtualMachine: VM_PATHS})
         if not found:
             raise NotFound("VM %r not found on %s" % (name, self.key))
         paths = dict((key, "placement." + key) for key in PLACEMENT_KEYS)
         self._relocate(session, ref, name, found[0][1], {"host": hypervisor},
                        dict(paths, host="hypervisor"))
-        return self._describe_ref(session, ref, name)
+        return session.describe(ref, name)
 
     def task_status(self, task_id):
         """State of vSphere task ``task_id`` (e.g. task-123): running, success or error."""
@@ -876,7 +658,7 @@ class VSphereProvider(SharedConnectionMixin, Provider):
 
         if not isinstance(task_id, str) or not task_id:
             raise field_error("task_id", "must be a vSphere task id such as task-123")
-        session = self._connection()
+        session = self.session()
         info = vim.Task(task_id, stub=session.si._stub).info
         out = {"id": task_id, "state": _TASK_STATES.get(str(info.state), "running"),
                "progress": info.progress, "operation": info.descriptionId,
@@ -926,7 +708,7 @@ class VSphereProvider(SharedConnectionMixin, Provider):
             if name not in keys:
                 keys[name] = _define_field(manager, name)
             manager.SetField(entity=ref, key=keys[name], value=value or "")
-        session.field_names = None
+        session.forget_field_names()
 
 
 def _define_field(manager, name):

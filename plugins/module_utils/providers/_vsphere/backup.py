@@ -78,7 +78,7 @@ def _props(session, ref):
 
 def _by_name(provider, session, name):
     """(ref, props) of the one VM named ``name``; NotFound or Conflict otherwise."""
-    ref = provider._find_vm(session, name)
+    ref = session.find_vm(name)
     props = _props(session, ref)
     if props is None:
         raise NotFound("VM %r not found on %s" % (name, provider.key))
@@ -93,7 +93,7 @@ def _locate(provider, session, name, moref=None, uuid=None):
     lookups = (lambda: [vim.VirtualMachine(moref, stub=session.si._stub)] if moref else [],
                lambda: [session.content.searchIndex.FindByUuid(None, uuid, True, True)]
                if uuid else [],
-               lambda: provider._vm_refs(session, name) if name else [])
+               lambda: session.vm_refs(name) if name else [])
     for lookup in lookups:
         for ref in lookup():
             props = None if ref is None else _props(session, ref)
@@ -252,7 +252,7 @@ def backup_prepare(provider, request):
         raise field_error("request.kind", "must be backup or restore")
     name = required_text(request, "name", "request.name")
     vm = required_text(request, "vm", "request.vm")
-    session = provider._connection()
+    session = provider.session()
     if request["kind"] == "backup":
         return _prepare_backup(provider, session, request, name, vm)
     return _prepare_restore(provider, session, request, name, vm)
@@ -312,7 +312,7 @@ def backup_start(provider, handle):
     restore is not started again while its task is known (running or done)."""
     if not _vsphere(provider):
         return None
-    session = provider._connection()
+    session = provider.session()
     found = _handle_vm(provider, session, handle)
     if found is None:
         raise NotFound("VM %r of backup %r not found on %s" % (handle.get("vm"), handle.get("name"),
@@ -398,7 +398,7 @@ def backup_poll(provider, handle):
     backup is completed when its snapshot exists, a restore when it is the VM's current one."""
     if not _vsphere(provider):
         return None
-    session = provider._connection()
+    session = provider.session()
     return _status(provider, session, handle, _handle_vm(provider, session, handle))
 
 
@@ -408,7 +408,7 @@ def backup_cancel(provider, handle):
     cancelled, so a snapshot finished meanwhile would be left to nobody."""
     if not _vsphere(provider):
         return None
-    session = provider._connection()
+    session = provider.session()
     found = _handle_vm(provider, session, handle)
     if found is None:
         return True
@@ -437,12 +437,12 @@ def backup_list(provider, vm):
         return None
     from pyVmomi import vim
 
-    session = provider._connection()
+    session = provider.session()
     if vm is None:
-        found = retrieve_view(session.content, provider._view(session, [vim.VirtualMachine]),
+        found = retrieve_view(session.content, session.view([vim.VirtualMachine]),
                               {vim.VirtualMachine: VM_PATHS})
     else:
-        found = [(ref, _props(session, ref)) for ref in provider._vm_refs(session, vm)]
+        found = [(ref, _props(session, ref)) for ref in session.vm_refs(vm)]
     out = []
     for ref, props in sorted(((r, p) for r, p in found if p),
                              key=lambda item: (item[1].get("name") or "", item[0]._moId)):
@@ -458,7 +458,7 @@ def backup_delete(provider, artifact):
     if not isinstance(artifact, dict):
         raise field_error("artifact", "must be a backup artifact (as listed or polled)")
     location = artifact.get("location") if isinstance(artifact.get("location"), dict) else {}
-    session = provider._connection()
+    session = provider.session()
     found = _locate(provider, session, artifact.get("vm"), location.get("vm"),
                     location.get("vm_uuid"))
     if found is None:
