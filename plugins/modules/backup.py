@@ -384,6 +384,7 @@ resilience:
       elements: dict
 """
 
+from ansible_collections.resilient.virt.plugins.module_utils._backup.task import run_backup
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
 
 
@@ -404,9 +405,7 @@ class BackupModule(ResilientModule):
     )
 
     def run(self):
-        from ansible_collections.resilient.virt.plugins.module_utils._backup.run import run_backup
-
-        return run_backup(self)
+        return run_backup(self.params, self.context())
 
 
 def main():

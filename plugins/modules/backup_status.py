@@ -257,6 +257,7 @@ resilience:
       elements: dict
 """
 
+from ansible_collections.resilient.virt.plugins.module_utils._backup.task import run_backup_status
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
 
 
@@ -284,9 +285,7 @@ class BackupStatusModule(ResilientModule):
     )
 
     def run(self):
-        from ansible_collections.resilient.virt.plugins.module_utils._backup.run import run_backup_status
-
-        return run_backup_status(self)
+        return run_backup_status(self.params, self.context())
 
 
 def main():

@@ -48,7 +48,7 @@ MODULES = ("backup", "backup_status", "circuit_breaker", "failover_reservation",
 PRELOAD = (
     "plugins.module_utils._vm.task", "plugins.module_utils._vm.reconcile",
     "plugins.module_utils._fleet.task",
-    "plugins.module_utils._backup.run",
+    "plugins.module_utils._backup.task",
     "plugins.module_utils._failover.reconcile", "plugins.module_utils._failover.evacuation",
     "plugins.module_utils._state.sqlite", "plugins.module_utils._state.redis",
     "plugins.module_utils._state.fallback", "plugins.module_utils._state.memory",

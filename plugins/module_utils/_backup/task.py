@@ -1,6 +1,7 @@
 # Copyright: resilient.virt contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the ``backup`` and ``backup_status`` modules do, given the module (a ResilientModule).
+"""What the ``backup`` and ``backup_status`` modules do: :func:`run_backup` and
+:func:`run_backup_status` take the module's options (a dict) and a :class:`TaskContext`.
 
 Both work on the records of ``records.py`` through a :class:`ledger.Ledger` owned by this task,
 and on providers through :class:`operations.Operations`. Results show records with ``view.show``.
@@ -12,35 +13,34 @@ from ansible_collections.resilient.virt.plugins.module_utils._backup.ledger impo
 from ansible_collections.resilient.virt.plugins.module_utils._backup.operations import (
     Operations, children, latest_backup, retention)
 from ansible_collections.resilient.virt.plugins.module_utils._backup.phases import (
-    COMPLETED, FINAL, PARTIALLY_FAILED, PHASES)
+    COMPLETED, FINAL, PARTIALLY_FAILED, PHASES, check_transition)
 from ansible_collections.resilient.virt.plugins.module_utils._convert import parse_duration
 from ansible_collections.resilient.virt.plugins.module_utils._input import (
     check_int, check_text, shown)
+from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, InvalidSpec, NotFound, Timeout, VirtError, field_error, field_errors)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import provider_key
 
 __all__ = ("run_backup", "run_backup_status", "ledger_of")
 
 
-def ledger_of(module):
-    """The Ledger of this task: the module's store, a new owner id, its lease and timeout."""
-    from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
-
-    params = module.params
+def ledger_of(params, ctx):
+    """The Ledger of this task: the task's store, a new owner id, its lease and timeout."""
     timeout = params.get("resource_timeout")
     if timeout is None:
-        timeout = module.environ.get(status_write.RESOURCE_TIMEOUT_ENV) or \
+        timeout = ctx.environ.get(status_write.RESOURCE_TIMEOUT_ENV) or \
             status_write.DEFAULT_RESOURCE_TIMEOUT
         field = status_write.RESOURCE_TIMEOUT_ENV
     else:
         field = "resource_timeout"
     resource_timeout = parse_duration(timeout, field, minimum=1.0)
     lease = parse_duration(params["lease"], "lease", minimum=1.0)
-    module.store  # noqa: B018 - opens the store once with the task's settings
+    ctx.store  # noqa: B018 - opens the store once with the task's settings
 
     def reopen():
-        return open_store(params.get("state_store"), environ=module.environ,
-                          timeout=module.settings.store_timeout)
+        return open_store(params.get("state_store"), environ=ctx.environ,
+                          timeout=ctx.settings.store_timeout)
 
     return Ledger(reopen, records.owner_id(), lease, resource_timeout)
 
@@ -84,21 +84,21 @@ def _check_params(params, status):
         raise field_errors(problems)
 
 
-def run_backup(module):
-    params = module.params
+def run_backup(params, ctx):
+    """The backup task's result."""
     _check_params(params, status=False)
-    ledger = ledger_of(module)
+    ledger = ledger_of(params, ctx)
     state = params["state"]
     try:
-        return _absent(module, ledger) if state == "absent" else \
-            _present_or_restored(module, ledger, state)
+        return _absent(params, ctx, ledger) if state == "absent" else \
+            _present_or_restored(params, ctx, ledger, state)
     finally:  # a failed task shows them too
-        module.warnings.extend(ledger.warnings)
+        ctx.warnings.extend(ledger.warnings)
 
 
-def _operations(module, ledger, reference=None):
-    provider = module.open_provider(reference)
-    name = module.provider_config(reference).get("name")
+def _operations(ctx, ledger, reference=None):
+    provider = ctx.open_provider(reference)
+    name = ctx.provider_config(reference).get("name")
     return Operations(provider, ledger, provider_name=name)
 
 
@@ -118,13 +118,12 @@ def _adopt_expired(ops, ledger, vm, timeout):
     return adopted
 
 
-def _present_or_restored(module, ledger, state):
-    params = module.params
+def _present_or_restored(params, ctx, ledger, state):
     vm = params["vm"]
     if not vm:
         raise field_error("vm", "is required with state=%s: the VM to back up or whose backup "
                                 "to restore" % state)
-    ops = _operations(module, ledger)
+    ops = _operations(ctx, ledger)
     timeout = _wait_timeout(params)
     if params["name"]:
         existing = ledger.get(records.check_name(params["name"]))
@@ -137,9 +136,9 @@ def _present_or_restored(module, ledger, state):
         record = ops.record("restore", params["name"], vm, backup=backup["name"],
                             target=params["target"] or vm)
     result = {"changed": True}
-    if module.diff_mode:
+    if ctx.diff_mode:
         result["diff"] = {"before": {}, "after": view.show(record)}
-    if module.check_mode:
+    if ctx.check_mode:
         result["record"] = view.show(record)
         return _finish(result)
     result["adopted"] = _adopt_expired(ops, ledger, vm, timeout)
@@ -204,8 +203,7 @@ def _retention(ops, ledger, vm, keep_last):
     return deleted
 
 
-def _absent(module, ledger):
-    params = module.params
+def _absent(params, ctx, ledger):
     if not params["name"]:
         raise field_error("name", "is required with state=absent: the backup record to delete")
     record = ledger.get(records.check_name(params["name"]))
@@ -217,27 +215,25 @@ def _absent(module, ledger):
                        "cannot be restored without its parent)" % (
                            record["name"], ", ".join(sorted(k["name"] for k in kids))))
     result = {"changed": True, "record": view.show(record)}
-    if module.diff_mode:
+    if ctx.diff_mode:
         result["diff"] = {"before": view.show(record), "after": {}}
-    if module.check_mode:
+    if ctx.check_mode:
         return result
-    ops = _operations(module, ledger, _provider_reference(module, record))
+    ops = _operations(ctx, ledger, _provider_reference(params, ctx, record))
     record = ops.cancel(record)
     ops.delete(record)
     return result
 
 
-def _provider_reference(module, record):
+def _provider_reference(params, ctx, record):
     """The ``provider`` option if it serves the record's provider, else the catalog entry of
     that name; InvalidSpec naming both when neither does."""
-    from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import provider_key
-
     candidates = []
-    if module.params.get("provider") is not None:
+    if params.get("provider") is not None:
         candidates.append(None)
-    candidates.extend(sorted(str(n) for n in (module.params.get("providers") or {})))
+    candidates.extend(sorted(str(n) for n in (params.get("providers") or {})))
     for reference in candidates:
-        if provider_key(module.provider_config(reference), environ=module.environ) == record["provider"]:
+        if provider_key(ctx.provider_config(reference), environ=ctx.environ) == record["provider"]:
             return reference
     raise field_error("provider", "record %s belongs to provider %s (%s), which neither provider "
                       "nor providers gives; add it" % (record["name"], record["provider"],
@@ -251,21 +247,21 @@ def _finish(result):
 
 
 # -- backup_status ------------------------------------------------------------------------------
-def run_backup_status(module):
-    params = module.params
+def run_backup_status(params, ctx):
+    """The backup_status task's result."""
     _check_params(params, status=True)
-    ledger = ledger_of(module)
+    ledger = ledger_of(params, ctx)
     mode = params["mode"]
     try:
         if mode == "show":
             return _show(ledger, params)
         if mode == "wait":
-            return _wait(module, ledger, params)
+            return _wait(params, ctx, ledger)
         if mode == "set":
-            return _set(module, ledger, params)
-        return _reconcile(module, ledger, params)
+            return _set(params, ctx, ledger)
+        return _reconcile(params, ctx, ledger)
     finally:  # a failed task shows them too
-        module.warnings.extend(ledger.warnings)
+        ctx.warnings.extend(ledger.warnings)
 
 
 def _selected(ledger, params):
@@ -294,7 +290,7 @@ def _show(ledger, params):
     return result
 
 
-def _wait(module, ledger, params):
+def _wait(params, ctx, ledger):
     """Wait for the named record to reach a final phase; adopt it when its owner is gone and a
     provider for it is given."""
     record = _named(ledger, params, "wait")
@@ -302,8 +298,8 @@ def _wait(module, ledger, params):
     end = time.monotonic() + timeout
     interval = 0.2
     while record["phase"] not in FINAL:
-        if records.lease_expired(record, ledger.now()) and _can_reach(module, record):
-            ops = _operations(module, ledger, _provider_reference(module, record))
+        if records.lease_expired(record, ledger.now()) and _can_reach(params, ctx, record):
+            ops = _operations(ctx, ledger, _provider_reference(params, ctx, record))
             record = ops.adopt(record, max(0.0, end - time.monotonic()))
             continue
         if time.monotonic() >= end:
@@ -323,15 +319,15 @@ def _wait(module, ledger, params):
     return {"changed": False, "record": shown, "records": [shown]}
 
 
-def _can_reach(module, record):
+def _can_reach(params, ctx, record):
     try:
-        _provider_reference(module, record)
+        _provider_reference(params, ctx, record)
     except VirtError:
         return False
     return True
 
 
-def _set(module, ledger, params):
+def _set(params, ctx, ledger):
     """An operator's override of a record's phase: same transition and retry rules."""
     record = _named(ledger, params, "set")
     phase = params["set_phase"]
@@ -342,21 +338,19 @@ def _set(module, ledger, params):
         fields["reason"] = params["set_reason"]
     if params["set_message"]:
         fields["errors"] = list(record.get("errors") or []) + [params["set_message"]]
-    from ansible_collections.resilient.virt.plugins.module_utils._backup.phases import check_transition
-
     changed = check_transition(record["phase"], phase, "backup record %s" % record["name"])
     result = {"changed": changed}
     after = dict(record, phase=phase, **fields)
-    if changed and module.diff_mode:
+    if changed and ctx.diff_mode:
         result["diff"] = {"before": {"phase": record["phase"]}, "after": {"phase": phase}}
-    if changed and not module.check_mode:
+    if changed and not ctx.check_mode:
         after = ledger.move(record, phase, override=True, **fields)
     shown = view.show(after if changed else record)
     result.update(record=shown, records=[shown])
     return result
 
 
-def _reconcile(module, ledger, params):
+def _reconcile(params, ctx, ledger):
     """Adopt or fail every selected record whose lease has expired."""
     now = ledger.now()
     expired = [r for r in _selected(ledger, params)
@@ -365,17 +359,17 @@ def _reconcile(module, ledger, params):
     timeout = _wait_timeout(params)
     for record in expired:
         try:
-            reference = _provider_reference(module, record)
+            reference = _provider_reference(params, ctx, record)
         except VirtError as err:
             result["skipped"].append({"name": record["name"], "reason": err.message})
-            module.warnings.append("record %s was not reconciled: %s"
-                                   % (record["name"], err.message))
+            ctx.warnings.append("record %s was not reconciled: %s"
+                                % (record["name"], err.message))
             continue
         result["changed"] = True
-        if module.check_mode:
+        if ctx.check_mode:
             result["adopted"].append(view.show(record))
             continue
-        ops = _operations(module, ledger, reference)
+        ops = _operations(ctx, ledger, reference)
         result["adopted"].append(view.show(ops.adopt(record, timeout)))
     result["records"] = [view.show(r) for r in _selected(ledger, params)]
     return result
