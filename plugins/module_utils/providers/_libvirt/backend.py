@@ -32,6 +32,8 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.
     DOMAIN_TYPES, managed_volumes, name_problem, parse_domain_xml)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import (
     error_code as _code, error_codes as _codes, is_error as _is, load as _libvirt)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.session import (
+    Session)
 
 __all__ = ("LibvirtProvider", "resilient_virt_provider_types", "PATTERNS")
 
@@ -231,7 +233,21 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
             return Unavailable(message, cause=exc, details=details)
         return Internal(message, cause=exc, details=details)
 
+    def session(self):
+        """What the backend's other files get for one call (``session.py``): the connection
+        and the lookups on it."""
+        return Session(self, self._connection(), self._lookup, self._vm, self._platform)
+
     # -- helpers ------------------------------------------------------------------------------
+    def _platform(self, conn):
+        """What the hypervisor offers new domains (``platform.offered``), read once."""
+        if self._offered is None:
+            from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.platform import (
+                offered)
+
+            self._offered = offered(conn, self.config.get("domain_type"), self.key)
+        return self._offered
+
     def _hypervisor(self, conn):
         if self.config.get("name"):
             return self.config["name"]

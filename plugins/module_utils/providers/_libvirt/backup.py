@@ -48,47 +48,47 @@ def _kind(mapping, path):
 def backup_prepare(provider, request):
     if not _mine(provider):
         return None
-    conn = provider._connection()
+    session = provider.session()
     if _kind(request, "kind") == "backup":
-        return prepare_backup(provider, conn, request)
-    return prepare_restore(provider, conn, request)
+        return prepare_backup(session, request)
+    return prepare_restore(session, request)
 
 
 def backup_start(provider, handle):
     if not _mine(provider):
         return None
-    conn = provider._connection()
+    session = provider.session()
     if _kind(handle, "handle.kind") == "restore":
-        return start_restore(provider, conn, handle)
+        return start_restore(session, handle)
     if handle["mode"] == "copy":
-        return start_copy(provider, conn, handle)
-    return start_push(provider, conn, handle)
+        return start_copy(session, handle)
+    return start_push(session, handle)
 
 
 def backup_poll(provider, handle):
     if not _mine(provider):
         return None
-    conn = provider._connection()
+    session = provider.session()
     if _kind(handle, "handle.kind") == "restore":
-        return poll_restore(provider, conn, handle)
+        return poll_restore(session, handle)
     if handle["mode"] == "copy":
-        return poll_copy(provider, conn, handle)
-    return poll_push(provider, conn, handle)
+        return poll_copy(session, handle)
+    return poll_push(session, handle)
 
 
 def backup_cancel(provider, handle):
     if not _mine(provider):
         return None
-    conn = provider._connection()
+    session = provider.session()
     if _kind(handle, "handle.kind") == "restore":
-        return cancel_restore(provider, conn, handle)
-    return cancel_backup(provider, conn, handle)
+        return cancel_restore(session, handle)
+    return cancel_backup(session, handle)
 
 
 def backup_list(provider, vm):
     if not _mine(provider):
         return None
-    return list_backups(provider, provider._connection(), vm)
+    return list_backups(provider.session(), vm)
 
 
 def backup_delete(provider, artifact):
@@ -96,4 +96,4 @@ def backup_delete(provider, artifact):
         return None
     if not isinstance(artifact, dict):
         raise field_error("artifact", "must be a backup artifact (a dict), got %r" % (artifact,))
-    return delete_backup(provider, provider._connection(), artifact)
+    return delete_backup(provider.session(), artifact)

@@ -157,14 +157,15 @@ def _outcome(dom, name):
 
 
 # -- prepare ------------------------------------------------------------------------------------
-def prepare_backup(provider, conn, request):
+def prepare_backup(session, request):
     """The handle of the backup ``request``: a push-mode job for a running VM, a copy for a
     stopped one. Nothing is made yet."""
+    provider, conn = session.provider, session.connection
     lv = libvirt()
     name = record_name(request, "name", "name")
     vm = required_text(request, "vm", "vm")
     provider.check_name(vm)
-    dom = provider._lookup(conn, vm)
+    dom = session.lookup(vm)
     pool = directory_pool(provider, conn, "backup_pool")
     uuid = dom.UUIDString()
     running = dom.isActive()
@@ -270,8 +271,9 @@ def _paths(pool, handle):
     return found
 
 
-def start_push(provider, conn, handle):
+def start_push(session, handle):
     """Make the volumes and begin the backup job; nothing again once the job runs or ran."""
+    provider, conn = session.provider, session.connection
     lv = libvirt()
     pool = directory_pool(provider, conn, "backup_pool", handle["pool"])
     if read_marker(conn, pool, handle["name"])[1] is not None:
@@ -346,9 +348,10 @@ def _checkpoint_xml(handle, others):
     return ET.tostring(root, encoding="unicode")
 
 
-def start_copy(provider, conn, handle):
+def start_copy(session, handle):
     """Copy the stopped VM's disks and write the marker; nothing again once finished, or while
     the copy of an earlier attempt runs."""
+    provider, conn = session.provider, session.connection
     lv = libvirt()
     pool = directory_pool(provider, conn, "backup_pool", handle["pool"])
     marker_vol, marker = read_marker(conn, pool, handle["name"])
@@ -393,8 +396,9 @@ def _completed(handle, marker):
                        artifact=artifact_of(marker))
 
 
-def poll_push(provider, conn, handle):
+def poll_push(session, handle):
     """The status of a push-mode backup; writes the marker once its job completed."""
+    provider, conn = session.provider, session.connection
     pool = directory_pool(provider, conn, "backup_pool", handle["pool"])
     marker_vol, marker = read_marker(conn, pool, handle["name"])
     if marker is not None:
@@ -432,8 +436,9 @@ def poll_push(provider, conn, handle):
     return _completed(handle, marker)
 
 
-def poll_copy(provider, conn, handle):
+def poll_copy(session, handle):
     """The status of the copy of a stopped VM."""
+    provider, conn = session.provider, session.connection
     pool = directory_pool(provider, conn, "backup_pool", handle["pool"])
     marker_vol, marker = read_marker(conn, pool, handle["name"])
     if marker is not None:
@@ -450,9 +455,10 @@ def poll_copy(provider, conn, handle):
 
 
 # -- cancel and delete --------------------------------------------------------------------------
-def cancel_backup(provider, conn, handle):
+def cancel_backup(session, handle):
     """Abort the backup's job (waiting until it stops), delete its checkpoint and volumes; a
     finished backup is left as it is."""
+    provider, conn = session.provider, session.connection
     pool = directory_pool(provider, conn, "backup_pool", handle["pool"])
     if read_marker(conn, pool, handle["name"])[1] is not None:
         return True  # finished: nothing runs
@@ -476,9 +482,10 @@ def cancel_backup(provider, conn, handle):
     return True
 
 
-def delete_backup(provider, conn, artifact):
+def delete_backup(session, artifact):
     """Delete a stored backup and its checkpoint; Conflict while its job runs or while another
     backup builds on it."""
+    provider, conn = session.provider, session.connection
     name = record_name(artifact, "name", "artifact.name")
     location = artifact.get("location") if isinstance(artifact.get("location"), dict) else {}
     pool = directory_pool(provider, conn, "backup_pool", location.get("pool"))

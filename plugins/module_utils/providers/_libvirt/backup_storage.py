@@ -129,9 +129,10 @@ def volumes_by_backup(pool):
     return groups
 
 
-def list_backups(provider, conn, vm):
+def list_backups(session, vm):
     """The artifacts of the backups in the backup pool (of VM ``vm`` unless None); leftovers
     without a valid marker are listed as incomplete."""
+    provider, conn = session.provider, session.connection
     pool = directory_pool(provider, conn, "backup_pool")
     found, leftovers = [], []
     for name, group in sorted(volumes_by_backup(pool).items()):

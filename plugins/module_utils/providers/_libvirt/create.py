@@ -28,9 +28,10 @@ def create(provider, spec):
         build_domain_xml, validate_spec)
 
     spec = validate_spec(spec)
-    conn = provider._connection()
+    session = provider.session()
+    conn = session.connection
     try:
-        provider._lookup(conn, spec["name"])
+        session.lookup(spec["name"])
     except NotFound:
         pass
     else:
@@ -38,7 +39,7 @@ def create(provider, spec):
     import uuid as uuidlib
 
     uuid = str(uuidlib.uuid4())
-    domain_type, cpu_mode = _platform(provider, conn, spec)
+    domain_type, cpu_mode = _platform(session, spec)
     disks = dict(enumerate(spec["disks"]))
     found = check_host(provider, conn, disks, dict(enumerate(spec["interfaces"])),
                        "the VM was not created")
@@ -56,7 +57,7 @@ def create(provider, spec):
                                                    seed), flags)
     except Exception as exc:
         delete_volumes(conn, made, best_effort=True)
-        if _exists(provider, conn, spec["name"]):  # another task defined it meanwhile
+        if _exists(session, spec["name"]):  # another task defined it meanwhile
             raise Conflict("VM %r already exists on %s" % (spec["name"], provider.key),
                            cause=exc) from exc
         if _is(exc, "XML_INVALID_SCHEMA"):
@@ -67,36 +68,24 @@ def create(provider, spec):
         raise
     if spec.get("autostart"):
         dom.setAutostart(1)
-    return provider._vm(conn, dom)
+    return session.describe(dom)
 
 
-def _platform(provider, conn, spec):
-    """(domain type, CPU mode) of a new domain, from the hypervisor's capabilities (read
-    once per provider)."""
+def _platform(session, spec):
+    """(domain type, CPU mode) of a new domain, from what the hypervisor offers."""
     from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.platform import (
-        choose_cpu_mode, choose_domain_type, cpu_modes, domain_types)
+        choose_cpu_mode)
 
-    if provider._offered is None:
-        capabilities = conn.getCapabilities()
-        domain_type, warning = choose_domain_type(capabilities, provider.config.get("domain_type"),
-                                                  provider.key)
-        try:
-            supported = cpu_modes(conn.getDomainCapabilities(
-                None, domain_types(capabilities)[0] or None, None, domain_type, 0))
-        except Exception as exc:  # noqa: BLE001 - a driver without domain capabilities
-            if not _is(exc, "NO_SUPPORT"):
-                raise
-            supported = None
-        provider._offered = (domain_type, warning, supported)
-    domain_type, warning, supported = provider._offered
+    provider = session.provider
+    domain_type, warning, supported = session.platform()
     if warning and warning not in provider.warnings:
         provider.warnings.append(warning)
     return domain_type, choose_cpu_mode(supported, spec["libvirt"].get("cpu_mode"), provider.key)
 
 
-def _exists(provider, conn, name):
+def _exists(session, name):
     try:
-        provider._lookup(conn, name)
+        session.lookup(name)
     except Exception:  # noqa: BLE001 - only a domain that is there for sure counts
         return False
     return True

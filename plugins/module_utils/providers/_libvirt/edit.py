@@ -197,8 +197,9 @@ def reconfigure(provider, name, vcpus, memory_mb, changes):
 
     validated = _changes_spec(name, vcpus, memory_mb, changes)
     lv = _libvirt()
-    conn = provider._connection()
-    dom = provider._lookup(conn, name)
+    session = provider.session()
+    conn = session.connection
+    dom = session.lookup(name)
     before = dom.XMLDesc(lv.VIR_DOMAIN_XML_INACTIVE)
     edit = DomainEdit(before)
     added = {}
@@ -245,7 +246,7 @@ def reconfigure(provider, name, vcpus, memory_mb, changes):
                volume["name"]))
     if "autostart" in changes and bool(dom.autostart()) != changes["autostart"]:
         dom.setAutostart(int(changes["autostart"]))
-    return provider._vm(conn, dom)
+    return session.describe(dom)
 
 
 def _changes_spec(name, vcpus, memory_mb, changes):

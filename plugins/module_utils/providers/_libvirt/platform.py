@@ -7,8 +7,11 @@ CPU mode (host-model where the hypervisor supports it). Imported on the create p
 import xml.etree.ElementTree as ET
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import (
+    is_error)
 
-__all__ = ("CPU_MODES", "domain_types", "choose_domain_type", "cpu_modes", "choose_cpu_mode")
+__all__ = ("CPU_MODES", "domain_types", "choose_domain_type", "cpu_modes", "choose_cpu_mode",
+           "offered")
 
 CPU_MODES = ("host-model", "host-passthrough", "maximum", "default")  # default: no <cpu>
 _PREFERRED = ("kvm", "qemu")
@@ -81,3 +84,19 @@ def choose_cpu_mode(supported, wanted, where):
                                          + ["default"])))
         return wanted
     return "host-model" if supported and "host-model" in supported else None
+
+
+def offered(conn, wanted, where):
+    """(domain type, its warning or None, CPU modes or None) the hypervisor of ``conn`` offers a
+    new domain: ``wanted`` (provider.domain_type) or the best it has (``choose_domain_type``),
+    and the CPU modes of its domain capabilities (None for a driver without them)."""
+    capabilities = conn.getCapabilities()
+    domain_type, warning = choose_domain_type(capabilities, wanted, where)
+    try:
+        supported = cpu_modes(conn.getDomainCapabilities(
+            None, domain_types(capabilities)[0] or None, None, domain_type, 0))
+    except Exception as exc:  # noqa: BLE001 - a driver without domain capabilities
+        if not is_error(exc, "NO_SUPPORT"):
+            raise
+        supported = None
+    return domain_type, warning, supported

@@ -35,9 +35,10 @@ __all__ = ("prepare_restore", "start_restore", "poll_restore", "cancel_restore")
 _GIB = 1024 ** 3
 
 
-def _lookup(provider, conn, name):
+def _lookup(session, name):
+    """The domain ``name``, or None."""
     try:
-        return provider._lookup(conn, name)
+        return session.lookup(name)
     except NotFound:
         return None
 
@@ -54,9 +55,10 @@ def _restored_by(dom, name):
 
 
 # -- prepare ------------------------------------------------------------------------------------
-def prepare_restore(provider, conn, request):
+def prepare_restore(session, request):
     """The handle of the restore ``request`` of a complete backup, to a new VM or onto the
     stopped VM it was taken of."""
+    provider, conn = session.provider, session.connection
     name = record_name(request, "name", "name")
     backup = request.get("backup")
     backup_name = record_name(backup if isinstance(backup, dict) else {}, "name", "backup.name")
@@ -71,7 +73,7 @@ def prepare_restore(provider, conn, request):
         raise field_error("target", "must be a VM name, got %r" % (target,))
     same = target == marker["vm"]
     provider.check_name(target, creating=not same)
-    dom = _lookup(provider, conn, target)
+    dom = _lookup(session, target)
     done = dom is not None and _restored_by(dom, name)
     if dom is not None and not done:
         if not same:
@@ -113,10 +115,11 @@ def _check_chain(conn, vol, name, backup):
 
 
 # -- start --------------------------------------------------------------------------------------
-def start_restore(provider, conn, handle):
+def start_restore(session, handle):
     """Copy the backup's disks to new volumes, define the VM and delete the volumes it replaced
     (once the VM is defined, a retry does only that); nothing while an earlier attempt copies."""
-    dom = _lookup(provider, conn, handle["target"])
+    provider, conn = session.provider, session.connection
+    dom = _lookup(session, handle["target"])
     if dom is not None and _restored_by(dom, handle["name"]):
         _finish_restore(conn, dom, handle)
         return handle
@@ -157,7 +160,7 @@ def start_restore(provider, conn, handle):
         forget_volumes(v["vol"] for v in made.values())
         raise
     if dom is not None:
-        _finish_restore(conn, _lookup(provider, conn, handle["target"]), handle)
+        _finish_restore(conn, _lookup(session, handle["target"]), handle)
     return handle
 
 
@@ -264,9 +267,10 @@ def _restored_xml(definition, handle, made, current):
 
 
 # -- poll and cancel ----------------------------------------------------------------------------
-def poll_restore(provider, conn, handle):
+def poll_restore(session, handle):
     """The status of a restore."""
-    dom = _lookup(provider, conn, handle["target"])
+    provider, conn = session.provider, session.connection
+    dom = _lookup(session, handle["target"])
     if dom is not None and _restored_by(dom, handle["name"]):
         return poll_status("completed", 100, vm=handle["target"])
     pool = directory_pool(provider, conn, "storage_pool", handle["pool"])
@@ -276,9 +280,10 @@ def poll_restore(provider, conn, handle):
     return missing_status(vols, None)
 
 
-def cancel_restore(provider, conn, handle):
+def cancel_restore(session, handle):
     """Delete the volumes of an unfinished restore; a finished one is left as it is."""
-    dom = _lookup(provider, conn, handle["target"])
+    provider, conn = session.provider, session.connection
+    dom = _lookup(session, handle["target"])
     if dom is not None and _restored_by(dom, handle["name"]):
         return True  # finished: nothing runs
     pool = directory_pool(provider, conn, "storage_pool", handle["pool"])
