@@ -29,7 +29,7 @@ from ansible.utils.display import Display
 from ansible.utils.vars import merge_hash
 from ansible.vars.clean import remove_internal_keys
 
-from ansible_collections.resilient.virt.plugins.module_utils import _libraries as libraries
+from ansible_collections.resilient.virt.plugins.module_utils import _required_libraries as libraries
 from ansible_collections.resilient.virt.plugins.module_utils._convert import to_bool
 from ansible_collections.resilient.virt.plugins.module_utils._masking import scrub, secret_values
 from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import (
@@ -49,7 +49,7 @@ PRELOAD = (
     "plugins.module_utils._vm.task", "plugins.module_utils._vm.reconcile",
     "plugins.module_utils._fleet.task",
     "plugins.module_utils._backup.task",
-    "plugins.module_utils._failover.reconcile", "plugins.module_utils._failover.evacuation",
+    "plugins.module_utils._failover.task",
     "plugins.module_utils._state.sqlite", "plugins.module_utils._state.redis",
     "plugins.module_utils._state.fallback", "plugins.module_utils._state.memory",
     "plugins.module_utils._awx",
