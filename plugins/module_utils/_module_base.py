@@ -348,7 +348,7 @@ class ResilientModule:
         The message is given once, in ``msg`` (``<type>: <message>``); ``error`` has the rest.
         No facts: Ansible keeps none from a failed task.
         """
-        from ansible_collections.resilient.virt.plugins.module_utils._libraries import explain
+        from ansible_collections.resilient.virt.plugins.module_utils._required_libraries import explain
 
         err = explain(err, self.params, self.environ)
         self._close()

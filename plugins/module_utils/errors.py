@@ -3,7 +3,7 @@
 Every failure that leaves a provider becomes one :class:`VirtError` subclass. ``retryable``
 says whether trying again can help; :func:`counts_against_breaker` says whether the failure
 shows the provider is unhealthy. Library exceptions (socket, ``ssl``, ``requests``,
-``urllib3``, ``http.client``, ``urllib``) are mapped by ``_library_errors``, imported only when
+``urllib3``, ``http.client``, ``urllib``) are mapped by ``_network_errors``, imported only when
 one has to be classified.
 """
 from __future__ import annotations
@@ -222,7 +222,7 @@ def classify(exc: BaseException,
             if err.cause is None:
                 err.cause = exc
             return err
-    from ansible_collections.resilient.virt.plugins.module_utils._library_errors import (
+    from ansible_collections.resilient.virt.plugins.module_utils._network_errors import (
         describe, library_error)
 
     err = library_error(exc) or Internal(describe(exc))

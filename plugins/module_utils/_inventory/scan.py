@@ -107,7 +107,7 @@ def _named(config, name):
 def _import_backends(providers):
     """Import the libraries of the providers' backends here, before the workers start: several
     threads importing one library at once can see it half initialised."""
-    from ansible_collections.resilient.virt.plugins.module_utils._libraries import BACKENDS, importable
+    from ansible_collections.resilient.virt.plugins.module_utils._required_libraries import BACKENDS, importable
 
     for config in providers.values():
         for library in BACKENDS.get(config.get("type"), ()):

@@ -5,7 +5,7 @@ VMware vCenter credential and libvirt use), not taken from the code under test.
 """
 import pytest
 
-from ansible_collections.resilient.virt.plugins.module_utils import _libraries as libraries
+from ansible_collections.resilient.virt.plugins.module_utils import _required_libraries as libraries
 from ansible_collections.resilient.virt.plugins.module_utils._masking import (
     environment_secrets, is_secret_variable)
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec

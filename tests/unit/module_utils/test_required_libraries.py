@@ -1,7 +1,7 @@
 """Which libraries a task needs, and the one failure that names every missing one."""
 import sys
 
-from ansible_collections.resilient.virt.plugins.module_utils import _libraries as libraries
+from ansible_collections.resilient.virt.plugins.module_utils import _required_libraries as libraries
 from ansible_collections.resilient.virt.plugins.module_utils.errors import Internal, NotFound
 
 
