@@ -90,7 +90,7 @@ MUTANTS = {
         "a two-slot VM opens a reservation where a one-slot VM's would take it as it is"),
     "pair-search-off": (
         FAILOVER + "reconcile.py",
-        "        if missing == 2 and self.strategy == PACK:\n",
+        "        if missing == 2 and self.strategy in (PACK, FOLLOW):\n",
         "        if False:\n",
         "a VM missing two slots opens a new reservation where two existing ones would take it"),
     "pair-closes-triangles": (

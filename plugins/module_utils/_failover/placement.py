@@ -241,6 +241,10 @@ class HostPicker:
             return None
         return free_mem, free_cpu
 
+    def is_closed(self, host):
+        """True when ``host`` got a new reservation this cycle and the limit is on."""
+        return host in self._closed
+
     def used(self, host):
         """Record a new reservation on ``host``: closed for the rest of the cycle when limited."""
         if self._one_per_host:

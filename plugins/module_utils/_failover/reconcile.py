@@ -157,9 +157,12 @@ WAITING = ("waiting for a later cycle: VM %s, served before it in its zone with 
            "needs, found the hypervisors it could use already given a new reservation this cycle "
            "(limit_one_new_per_hypervisor)")
 
+PLANNED_WAITING = ("waiting for a later cycle: the hypervisor of a slot planned for it already got "
+                   "a new reservation this cycle (limit_one_new_per_hypervisor)")
 PACK = "pack"
 GREEDY = "greedy"
-STRATEGIES = (PACK, GREEDY)
+FOLLOW = "follow"
+STRATEGIES = (FOLLOW, PACK, GREEDY)
 ORDERS = (4, 40000)
 """A plan built from nothing is packed again in up to 4 other orders among VMs of one size (ties
 of ``_Cycle._hardest_first``, broken by a hash of order and uuid instead of the uuid) while all
@@ -245,9 +248,13 @@ def run_cycle(hypervisors, vms, reservations, settings, now, cycle=0, running=No
         return planner, planner.run()
 
     target = None
-    if settings.max_changes and not settings.max_vms_to_process:
+    if not settings.max_vms_to_process:
+        built = []
+
         def target(current):
-            return _new_plan(hypervisors, vms, settings, now, running, clock, current)
+            if not built:  # the same for every plan of the cycle
+                built.append(_new_plan(hypervisors, vms, settings, now, running, clock, current))
+            return built[0]
     best = _cheapest(plan, reservations, target)
     zones = {hv.name: hv.az for hv in hypervisors}
     best.lower_bound = lower_bound(vms, settings.requirements,
@@ -278,6 +285,8 @@ def _candidates(plan, reservations, target=None, current=None):
     planner, result = plan(PACK, target=target)
     if planner.settled:
         return [result], None
+    if planner.follows and not _complete_and_no_worse(result, planner.target_plan.greedy):
+        return [plan(FOLLOW, target=target)[1]], None
     packs = [result] + [plan(PACK, order)[1] for order
                         in range(1, 1 + _other_orders(planner, reservations))]
     if GREEDY not in STRATEGIES or reservations:
@@ -290,6 +299,15 @@ def _candidates(plan, reservations, target=None, current=None):
     except _Dominated as stopped:
         return packs, stopped.figures
     return packs + [greedy], _by_zone(greedy)
+
+
+def _complete_and_no_worse(result, greedy):
+    """True when ``result`` leaves no VM short and holds, over the fleet, no more memory and
+    no more reservations than the plain greedy's figures ``greedy`` ({zone: figures})."""
+    summary = result.summary
+    return not summary["slots_missing"] and \
+        summary["reserved_memory_mb"] <= sum(figures[0] for figures in greedy.values()) and \
+        summary["reservations"] <= sum(figures[1] for figures in greedy.values())
 
 
 def _by_zone(result, only=None):
@@ -331,6 +349,7 @@ class Target(NamedTuple):
     reservations: list
     missing: dict
     greedy: dict
+    why: dict = {}
 
 
 def _new_plan(hypervisors, vms, settings, now, running, clock=None, current=None):
@@ -353,7 +372,7 @@ def _new_plan(hypervisors, vms, settings, now, running, clock=None, current=None
         given = slots.append({}) or slots[-1]
         for status in result.vm_status:
             given[status.az] = given.get(status.az, 0) + min(status.held, status.required)
-    reservations, missing = [], {}
+    reservations, missing, why = [], {}, {}
     for zone in sorted(set().union(*figures)):
         parts = []
         for index, held in enumerate(figures):
@@ -364,7 +383,9 @@ def _new_plan(hypervisors, vms, settings, now, running, clock=None, current=None
         index = min(parts)[3] if parts else 0
         reservations += [res for res in results[index].reservations if res.az == zone]
         missing[zone] = figures[index].get(zone, [0, 0, 0])[2]
-    return Target(reservations, missing, greedy)
+        why.update((status.uuid, status.why) for status in results[index].vm_status
+                   if status.az == zone and status.why)
+    return Target(reservations, missing, greedy, why)
 
 
 def _other_orders(planner, reservations):
@@ -423,6 +444,8 @@ class _Cycle:
         self.settled = False  # step 5 gave no VM a slot and left none short
         self.protected = set()  # reservations realizing the target: consolidation leaves them
         self.clock = clock  # PlanningDeadline or None
+        self.planned = {}  # following the target: {uuid: ([target reservations], realized)}
+        self.follows = False  # the plan is part of the target (see _follows_target)
         self.trait_hosts = {}  # (zone, trait needs) -> the hypervisors there with those traits
 
     def run(self):
@@ -432,6 +455,7 @@ class _Cycle:
         self._drop_ineligible()
         self._revalidate()
         self._drop_empty()
+        self.follows = self._follows_target()
         self._assign()
         self.settled = not (self.result.created or self.result.reused) and all(
             len(self.graph.reservations_of(uuid)) >= status.required
@@ -513,7 +537,7 @@ class _Cycle:
             if required > held:
                 needs.append(Need(vm, required, held))
         selected, deferred = select_window(needs, self.settings.max_vms_to_process, self.cycle)
-        if self.strategy == PACK:
+        if self.strategy in (PACK, FOLLOW):
             selected.sort(key=self._hardest_first)
         for need in deferred:
             status[need.vm.uuid].why = ("waiting for a later cycle (max_vms_to_process=%d)"
@@ -597,8 +621,14 @@ class _Cycle:
         missing = need.required - need.held
         if self.strategy == GREEDY:
             return self._cover_plainly(vm, missing, az, needs, index, picker)
+        if self.strategy == FOLLOW:
+            why = self._cover_as_planned(vm, az, needs, picker)
+            if why is None or why == PLANNED_WAITING:
+                return why
+            missing = need.required - len(self.graph.reservations_of(vm.uuid))
+            need = Need(vm, need.required, need.required - missing)
         path = None
-        if missing == 2 and self.strategy == PACK:
+        if missing == 2 and self.strategy in (PACK, FOLLOW):
             path = self._pair(vm, needs, index, picker, az)
         if path is None:
             path = self._search(vm, missing, (), needs, index, picker, az)
@@ -639,6 +669,81 @@ class _Cycle:
             self._create(vm, az, host)
             picker.used(host)
         return None
+
+    def _current_figures(self):
+        """{zone: [memory once fitted, reservations, 0]} of the plan now (the target's greedy
+        stops once it holds that much, see :class:`_Dominated`)."""
+        current = {}
+        for res in self.work.values():
+            current.setdefault(self._zone_of(res), []).append(res)
+        return {az: [self._fitted_memory(held), len(held), 0] for az, held in current.items()}
+
+    def _follows_target(self):
+        """True, when packing in the first order with a target, if the plan (after steps 1-4)
+        is part of the target: every reservation realizes one of the target's, and every VM
+        holds realizations of its target reservations only (see migration.progress). The cycle
+        then grows the plan along the target (:meth:`_cover_as_planned`) instead of packing:
+        a part of a valid plan is valid and fits where the whole plan fits, so the plan settles
+        on the target however many cycles the one-new-per-hypervisor limit spreads it over."""
+        if self.strategy not in (PACK, FOLLOW) or self.order or self.target is None or \
+                FOLLOW not in STRATEGIES:
+            return False
+        if self.target_plan is None:
+            self.target_plan = self.target(self._current_figures())
+        targets, current = {}, {}
+        for res in self.target_plan.reservations:
+            targets.setdefault(res.az, []).append(res)
+        for res in self.work.values():
+            current.setdefault(self._zone_of(res), []).append(res)
+        memory = {uuid: vm.memory_mb or 0 for uuid, vm in self.vms.items()}
+        self.planned = {}
+        for az in set(targets) | set(current):
+            held = current.get(az, [])
+            state = progress(targets.get(az, []), held, memory)
+            if len(state.realized) < len(held):
+                return False
+            owner = {name: target for target, name in state.realized.items()}
+            for res in held:
+                for uuid in res.allocations:
+                    if owner[res.name] not in state.targets.get(uuid, ()):
+                        return False
+            by_name = {res.name: res for res in targets.get(az, [])}
+            for uuid, names in state.targets.items():
+                self.planned[uuid] = ([by_name[name] for name in names], state.realized)
+        return True
+
+    def _cover_as_planned(self, vm, az, needs, picker):
+        """Give ``vm`` the target reservations it does not hold yet: join the reservation
+        realizing one (grown to the target's size when smaller), or create it on the target's
+        hypervisor, unless that hypervisor already got a new reservation this cycle (with the
+        limit): the VM then waits for a later cycle for that slot. Why it stays short, or
+        None."""
+        slots, realized = self.planned.get(vm.uuid, ([], {}))
+        held = self.graph.reservations_of(vm.uuid)
+        waits = False
+        for res in slots:
+            self._check_time()
+            name = realized.get(res.name)
+            if name is not None:
+                if name in held:
+                    continue
+                if self._has_room(res.host, _growth(self.work[name], vm)) and \
+                        self.graph.can_join(vm.uuid, name):
+                    self._join(vm, name, grow=True)
+                    self.result.reused += 1
+                continue
+            if picker.is_closed(res.host):
+                waits = True
+                continue
+            if not self._has_room(res.host, reservation_size(res.resources)) or \
+                    not self.graph.new_slot_allowed(vm.uuid, res.host):
+                continue
+            name = res.name if self.names.claim(res.name) else None
+            realized[res.name] = self._create(vm, az, res.host, dict(res.resources), name)
+            picker.used(res.host)
+        if len(self.graph.reservations_of(vm.uuid)) >= self.required[vm.uuid]:
+            return None
+        return PLANNED_WAITING if waits else "short in the target"
 
     def _join(self, vm, name, grow):
         """Add ``vm`` to reservation ``name``, grown to fit it first when ``grow``."""
@@ -889,7 +994,8 @@ class _Cycle:
         if self.result.created or self.result.reused:
             return  # the plan is still growing: consolidate it once a cycle leaves it settled
         budget = self.settings.max_changes
-        moving = self._moving_zones() if self.target is not None and self.settled else {}
+        moving = self._moving_zones() if self.target is not None and self.settled and budget \
+            else {}
         self.protected = {name for _target, state in moving.values()
                           for name in state.realized.values()}
         order = sorted(self.work.values(), key=lambda r: (
@@ -942,28 +1048,34 @@ class _Cycle:
         """{zone: (target reservations, migration.Progress)} of the zones that move towards
         the target: it leaves no slot of the zone missing, some VM has not moved yet, and it
         holds MIGRATION_GAIN less memory than the zone (once step 7 has shrunk its
-        reservations) or the zone holds more memory or more reservations than the plain
-        greedy's plan, covering every VM there, does. The target fits on the hypervisors as
-        they are without the zone's reservations, so each target reservation finds room once
-        the reservations realizing none are given back; until then a VM may wait."""
+        reservations), or the fleet holds more memory or more reservations than the plain
+        greedy's plan, covering every VM, does and the zone holds more of either than the
+        greedy's there. The target fits on the hypervisors as they are without the zone's
+        reservations, so each target reservation finds room once the reservations realizing
+        none are given back; until then a VM may wait."""
         current = {}
         for res in self.work.values():
             current.setdefault(self._zone_of(res), []).append(res)
         if self.target_plan is None:
-            self.target_plan = self.target({az: [self._fitted_memory(held), len(held), 0]
-                                            for az, held in current.items()})
+            self.target_plan = self.target(self._current_figures())
         plan = self.target_plan
         targets = {}
         for res in plan.reservations:
             targets.setdefault(res.az, []).append(res)
+        fitted = {az: self._fitted_memory(held) for az, held in current.items()}
+        greedy = plan.greedy
+        covered = not any(figures[2] for figures in greedy.values())
+        worse = covered and (
+            sum(fitted.values()) > sum(figures[0] for figures in greedy.values())
+            or len(self.work) > sum(figures[1] for figures in greedy.values()))
         memory = {uuid: vm.memory_mb or 0 for uuid, vm in self.vms.items()}
         moving = {}
         for az in sorted(targets):
             target, now = targets[az], current.get(az, [])
-            fitted, greedy = self._fitted_memory(now), plan.greedy.get(az, (0, 0, 0))
+            there = greedy.get(az, (0, 0, 0))
             if plan.missing.get(az) or (
-                    _memory(target) > (1 - MIGRATION_GAIN) * fitted
-                    and (greedy[2] or (fitted <= greedy[0] and len(now) <= greedy[1]))):
+                    _memory(target) > (1 - MIGRATION_GAIN) * fitted.get(az, 0)
+                    and not (worse and (fitted.get(az, 0) > there[0] or len(now) > there[1]))):
                 continue
             state = progress(target, now, memory)
             if state.pending:

@@ -1,7 +1,8 @@
 """The settled plan against the plain greedy on fleets of other shapes than the bench's: VMs of
 one-slot and two-slot flavors drawn from the same sizes, in two or three zones, hypervisors under
 half full, and on some fleets a trait that the two-slot VMs require and the others forbid."""
-import pytest
+import os
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -61,9 +62,7 @@ def _settle(hypervisors, vms, most=20):
     return result
 
 
-@pytest.mark.xfail(reason="not met yet: on some drawn fleets the settled plan holds up to a few "
-                          "% more than the plain greedy (see docs/failover.md)", strict=False)
-@settings(**dict(PROFILE, max_examples=60))
+@settings(**dict(PROFILE, max_examples=int(os.environ.get("GREEDY_SHAPES_EXAMPLES", 60))))
 @given(shaped_fleets())
 def test_the_settled_plan_is_never_worse_than_the_plain_greedy(fleet):
     """Settled over cycles under the one-new-per-hypervisor limit (the greedy has none), the plan
