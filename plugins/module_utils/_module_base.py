@@ -29,6 +29,8 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
 from ansible_collections.resilient.virt.plugins.module_utils._input import shown, text_problem
 from ansible_collections.resilient.virt.plugins.module_utils._masking import (
     MIN_LENGTH, environment_secrets, secret_values)
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (
+    BREAKER_FACT, fact, list_breakers)
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import (
     option_spec, resolve_settings)
 from ansible_collections.resilient.virt.plugins.module_utils._task_context import TaskContext
@@ -44,7 +46,6 @@ COMMON_OPTIONS = dict(
     in_process=dict(type="bool"),  # read by the action plugin; the module itself ignores it
 )
 
-BREAKER_FACT = "resilient_virt_breakers"
 ECHO_LIMIT = 100  # longer lists of the arguments are summed up, not echoed, in ``invocation``
 STORE_ENV = "RESILIENT_VIRT_STATE_STORE"
 
@@ -267,9 +268,6 @@ class ResilientModule:
     def breaker_facts(self):
         """Every breaker of the store in short form, by name, for ``ansible_facts``: a task
         publishes them all, so the fact it replaces loses none of the others."""
-        from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (
-            fact, list_breakers)
-
         return dict((snap["name"], fact(snap)) for snap in list_breakers(self.store))
 
     def context(self):

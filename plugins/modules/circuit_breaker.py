@@ -236,8 +236,8 @@ resilience:
       elements: dict
 """
 
+from ansible_collections.resilient.virt.plugins.module_utils._health.task import run_circuit_breaker
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
-from ansible_collections.resilient.virt.plugins.module_utils.errors import NotFound, field_error
 
 
 class CircuitBreakerModule(ResilientModule):
@@ -252,68 +252,8 @@ class CircuitBreakerModule(ResilientModule):
                      ("state", "absent", ["name", "provider"], True)],
     )
 
-    def _name(self):
-        if self.params["provider"] is None:
-            return self.params["name"]
-        from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import provider_key
-
-        return provider_key(self.provider_config(), environ=self.environ)
-
-    def _missing(self, name, known, action):
-        return NotFound("no circuit breaker named %r (known: %s); %s" % (
-            name, ", ".join(sorted(known)) or "none", action))
-
-    def _change(self, name, state, known):
-        """(changed, before, after) snapshots of the change ``state`` asks of breaker ``name``
-        (``known``: the snapshots of the store by name); ``after`` is None once removed."""
-        from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import NAMESPACE
-        from ansible_collections.resilient.virt.plugins.module_utils._resilience.policy import Policy
-
-        if state == "absent":
-            if name not in known:
-                return False, None, None
-            if not self.check_mode:
-                self.store.delete(NAMESPACE, name)
-            return True, known[name], None
-        if name not in known and self.params["provider"] is None:
-            raise self._missing(name, known, "a breaker comes into being with the first call to "
-                                "its provider: check the name, or give 'provider' instead of "
-                                "'name' to %s the breaker of a provider not called yet" % state)
-        breaker = Policy(self.store, name, self.settings).breaker
-        return breaker.set_state("closed" if state == "reset" else "open", self.check_mode)
-
     def run(self):
-        from ansible_collections.resilient.virt.plugins.module_utils._module_base import BREAKER_FACT
-        from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (
-            fact, list_breakers, shown)
-
-        if self.params["name"] is not None:
-            from ansible_collections.resilient.virt.plugins.module_utils._input import text_problem
-
-            problem = text_problem(self.params["name"], what="a circuit breaker name")
-            if problem:
-                raise field_error("name", problem)
-        name, state = self._name(), self.params["state"]
-        known = dict((snap["name"], snap) for snap in list_breakers(self.store))
-        result = dict(changed=False)
-        after = known.get(name)
-        if state != "query":
-            result["changed"], before, after = self._change(name, state, known)
-            if result["changed"] and self.diff_mode:
-                result["diff"] = dict(before=shown(before) if before else {},
-                                      after=shown(after) if after else {})
-            if result["changed"] and not self.check_mode:  # the store as the change left it
-                known.pop(name, None)
-                if after is not None:
-                    known[name] = after
-        elif name is not None and name not in known:
-            raise self._missing(name, known, "list them with this module without 'name'")
-        result["breakers"] = [shown(snap) for key, snap in sorted(known.items())
-                              if name is None or key == name]
-        if name is not None:
-            result["breaker"] = shown(after) if after else None
-        result["ansible_facts"] = {BREAKER_FACT: dict((key, fact(snap)) for key, snap in known.items())}
-        return result
+        return run_circuit_breaker(self.params, self.context())
 
 
 def main():

@@ -187,10 +187,8 @@ resilience:
       elements: dict
 """
 
+from ansible_collections.resilient.virt.plugins.module_utils._health.task import run_provider
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
-from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import shown
-from ansible_collections.resilient.virt.plugins.module_utils.errors import VirtError
-from ansible_collections.resilient.virt.plugins.module_utils import _conditions as conditions
 
 
 class ProviderModule(ResilientModule):
@@ -200,39 +198,7 @@ class ProviderModule(ResilientModule):
     )
 
     def run(self):
-        try:
-            provider = self.open_provider()
-        except VirtError as err:
-            err.result = dict(conditions=[conditions.provider_runtime_ready(False)])
-            raise
-        runtime = conditions.provider_runtime_ready(True, "%s backend loaded" % provider.type_name)
-        summary = dict(key=provider.key, type=provider.type_name, capabilities=sorted(provider.capabilities))
-        result = dict(changed=False, provider=summary)
-        if self.params["state"] == "reset":
-            result["changed"], before, after = provider.policy.breaker.set_state("closed", self.check_mode)
-            if result["changed"] and self.diff_mode:
-                result["diff"] = dict(before=shown(before), after=shown(after))
-            result.update(breaker=shown(after), conditions=[runtime])
-            return result
-        try:
-            summary["info"] = provider.validate()
-            if self.params["list_hypervisors"] and "list_hypervisors" in provider.capabilities:
-                result["hypervisors"] = provider.list_hypervisors()
-        except VirtError as err:
-            breaker = shown(provider.policy.breaker.snapshot())
-            if (breaker.get("last_error") or {}).get("message") == err.message:  # the message once
-                breaker["last_error"] = dict(type=breaker["last_error"]["type"])
-            err.result = dict(
-                provider=summary,
-                available=False,
-                conditions=[runtime, conditions.provider_available(False)],
-                breaker=breaker,
-            )
-            raise
-        result["available"] = True
-        result["conditions"] = [runtime, conditions.provider_available(True, "%s answered" % provider.key)]
-        result["breaker"] = shown(provider.policy.breaker.snapshot())
-        return result
+        return run_provider(self.params, self.context())
 
 
 def main():

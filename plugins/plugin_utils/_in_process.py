@@ -49,7 +49,7 @@ PRELOAD = (
     "plugins.module_utils._vm.task", "plugins.module_utils._vm.reconcile",
     "plugins.module_utils._fleet.task",
     "plugins.module_utils._backup.task",
-    "plugins.module_utils._failover.task",
+    "plugins.module_utils._failover.task", "plugins.module_utils._health.task",
     "plugins.module_utils._state.sqlite", "plugins.module_utils._state.redis",
     "plugins.module_utils._state.fallback", "plugins.module_utils._state.memory",
     "plugins.module_utils._awx",

@@ -31,9 +31,11 @@ from ansible_collections.resilient.virt.plugins.module_utils._time import format
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     BreakerOpen, InvalidSpec, Timeout, classify, counts_against_breaker, redact)
 
-__all__ = ("CircuitBreaker", "Permit", "list_breakers", "shown", "fact", "NAMESPACE", "FACT_FIELDS")
+__all__ = ("CircuitBreaker", "Permit", "list_breakers", "shown", "fact", "NAMESPACE", "FACT_FIELDS",
+           "BREAKER_FACT")
 
 NAMESPACE = "breaker"
+BREAKER_FACT = "resilient_virt_breakers"  # the fact that holds every breaker, each as fact() gives it
 DEFAULT_PROBE_LEASE = 240.0
 ALIVE_ERRORS = frozenset(("NotFound", "InvalidSpec", "Conflict", "Unauthorized", "NotSupported",
                           "QuotaExceeded", "RateLimit"))
