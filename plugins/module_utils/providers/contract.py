@@ -4,18 +4,7 @@ A backend subclasses :class:`Provider`, sets ``type_name``, ``capabilities`` and
 (the keys of its ``provider`` dict), and implements the operations it lists in
 ``capabilities``; the others raise NotSupported. Methods return plain JSON-able dicts:
 
-* VM dict: ``name, uuid, hypervisor, az, state (running|stopped|paused|suspended|unknown),
-  vcpus, memory_mb, disks, interfaces`` (as the VM is configured: what it runs with after its
-  next start), ``addresses`` (IP addresses the provider knows, the primary first; empty when it
-  knows none; each interface also carries its own ``addresses`` and ``address_source``: agent,
-  lease, arp, tools or None), ``guest`` (``agent``: bool, the guest agent or VMware Tools
-  answers; ``agent_state``: the platform's word for it, None when it has none; ``os`` and
-  ``hostname`` as the guest reports them, None when unknown), ``metadata, tags, autostart``
-  (bool, None when unknown), ``placement`` (where the VM is, as the backend names it - vSphere:
-  datacenter, cluster, host, resource_pool, folder, datastore; empty when the backend has no
-  such notion), ``restart_required``
-  (True when the running VM still runs with something other than its configuration),
-  ``provider`` (the name the user gave) and ``provider_key``; see :func:`new_vm`.
+* VM dict: :class:`VM`; :func:`new_vm` makes one.
 * hypervisor dict: ``name, az, cpu, memory_mb, used_cpu, used_memory_mb, state, traits``, and
   ``vm_count`` (VMs defined on it) when the backend can count them without a call per VM.
 
@@ -45,7 +34,7 @@ from __future__ import annotations
 import copy
 import fnmatch
 from collections.abc import Mapping
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, TypedDict, cast
 
 from ansible_collections.resilient.virt.plugins.module_utils._convert import (
     parse_duration, to_bool, to_float, to_int)
@@ -55,7 +44,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._masking import (
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, NotSupported, VirtError, field_error, field_errors, redact)
 
-__all__ = ("CAPABILITIES", "POWER_ACTIONS", "VM_STATES", "VM_FIELDS", "NO_GUEST", "Option", "Provider",
+__all__ = ("CAPABILITIES", "POWER_ACTIONS", "VM_STATES", "VM_FIELDS", "NO_GUEST", "VM", "Option", "Provider",
            "new_vm", "required_text", "check_filters", "match_filters", "config_errors",
            "from_environment")
 
@@ -68,6 +57,46 @@ VM_FIELDS = ("name", "uuid", "hypervisor", "az", "state", "vcpus", "memory_mb", 
              "restart_required", "provider", "provider_key")
 FILTER_KEYS = ("name", "state", "tags", "hypervisor", "az")
 NO_GUEST = {"agent": False, "agent_state": None, "os": None, "hostname": None}
+
+
+class _VMRequired(TypedDict):
+    name: str
+    uuid: str | None
+    hypervisor: str | None
+    az: str | None
+    state: str
+    vcpus: int | None
+    memory_mb: int | None
+    disks: list[dict[str, Any]]
+    interfaces: list[dict[str, Any]]
+    addresses: list[str]
+    guest: dict[str, Any]
+    metadata: dict[str, Any]
+    tags: list[str]
+    autostart: bool | None
+    placement: dict[str, Any]
+    restart_required: bool
+    provider: str
+    provider_key: str
+
+
+class VM(_VMRequired, total=False):
+    """A VM as backends return it; every key but ``changed`` is always there (None or empty
+    when unknown).
+
+    ``state`` is one of VM_STATES. ``vcpus, memory_mb, disks, interfaces`` are as configured
+    (what the VM runs with after its next start). ``addresses``: the IP addresses the provider
+    knows, the primary first; each interface also carries its own ``addresses`` and
+    ``address_source`` (agent, lease, arp, tools or None). ``guest``: ``agent`` (bool, the guest
+    agent or VMware Tools answers), ``agent_state`` (the platform's word for it, or None), ``os``
+    and ``hostname`` as the guest reports them. ``placement``: where the VM is, as the backend
+    names it (vSphere: datacenter, cluster, host, resource_pool, folder, datastore).
+    ``restart_required``: the running VM still runs with something other than its
+    configuration. ``provider``: the name the user gave; ``provider_key``: its key.
+    ``changed``: only in what :meth:`Provider.power` returns, False when nothing was done.
+    """
+
+    changed: bool
 
 
 class Option:
@@ -327,16 +356,16 @@ class Provider:
     def list_hypervisors(self) -> list[dict[str, Any]]:
         raise self.unsupported("list_hypervisors")
 
-    def list_vms(self, filters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    def list_vms(self, filters: dict[str, Any] | None = None) -> list[VM]:
         raise self.unsupported("list_vms")
 
-    def list_vm_summaries(self, filters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    def list_vm_summaries(self, filters: dict[str, Any] | None = None) -> list[VM]:
         """VM dicts as :meth:`list_vms` gives them, but ``disks`` and ``interfaces`` may be left
         empty by a backend that lists much faster without them (the inventory uses this).
         Needs the ``list_vms`` capability; by default it is :meth:`list_vms`."""
         return self.list_vms(filters)
 
-    def describe(self, name: str) -> dict[str, Any]:
+    def describe(self, name: str) -> VM:
         """Return the VM dict of ``name``; raise NotFound when there is none."""
         raise self.unsupported("describe")
 
@@ -346,14 +375,14 @@ class Provider:
         when there is none. Lets users address a VM by uuid."""
         raise self.unsupported("find")
 
-    def create(self, spec: dict[str, Any]) -> dict[str, Any]:
+    def create(self, spec: dict[str, Any]) -> VM:
         """Create a VM (stopped) from ``spec``; InvalidSpec lists every bad field by path."""
         raise self.unsupported("create")
 
     def delete(self, name: str) -> None:
         raise self.unsupported("delete")
 
-    def power(self, name: str, action: str, timeout: float | None = None) -> dict[str, Any]:
+    def power(self, name: str, action: str, timeout: float | None = None) -> VM:
         """``action`` in POWER_ACTIONS; ``shutdown`` waits up to ``timeout`` s, then Timeout.
         ``on`` also resumes a paused VM and restores a suspended one; ``pause`` stops its vCPUs
         (memory kept in the host), ``suspend`` saves its memory to disk and stops it; a backend
@@ -365,7 +394,7 @@ class Provider:
         raise self.unsupported("power")
 
     def reconfigure(self, name: str, vcpus: int | None = None, memory_mb: int | None = None,
-                    **changes: Any) -> dict[str, Any]:
+                    **changes: Any) -> VM:
         """Change the fields of ``reconfigurable`` that are given (only those are passed), each
         to its wanted value as ``_reconfigure`` defines it: ``metadata`` merged (a None value
         removes the key), ``tags`` exact, ``disks`` and ``interfaces`` exact lists matched by
@@ -379,7 +408,7 @@ class Provider:
     def task_status(self, task_id: str) -> dict[str, Any]:
         raise self.unsupported("task_status")
 
-    def migrate(self, name: str, hypervisor: str) -> dict[str, Any]:
+    def migrate(self, name: str, hypervisor: str) -> VM:
         raise self.unsupported("migrate")
 
     def classify_error(self, exc: BaseException) -> VirtError | None:
@@ -393,9 +422,10 @@ class Provider:
         """Release connections; must return promptly even when the endpoint hangs."""
 
 
-def new_vm(provider: Provider, name: str, **fields: Any) -> dict[str, Any]:
-    """A VM dict with every field of VM_FIELDS present (empty when unknown): ``provider`` is the
-    name the user gave the provider (its key when it has none), ``provider_key`` its key."""
+def new_vm(provider: Provider, name: str, **fields: Any) -> VM:
+    """A VM dict with every key of :class:`VM` but ``changed`` (None or empty when unknown):
+    ``provider`` is the name the user gave the provider (its key when it has none),
+    ``provider_key`` its key."""
     vm: dict[str, Any] = {"name": name, "uuid": None, "hypervisor": None, "az": provider.config.get("az"),
                           "state": "unknown", "vcpus": None, "memory_mb": None, "disks": [],
                           "interfaces": [], "addresses": [], "guest": dict(NO_GUEST),
@@ -404,7 +434,7 @@ def new_vm(provider: Provider, name: str, **fields: Any) -> dict[str, Any]:
                           "provider": provider.config.get("name") or provider.key,
                           "provider_key": provider.key}
     vm.update(fields)
-    return vm
+    return cast(VM, vm)
 
 
 def required_text(mapping: Any, key: str, path: str) -> str:
@@ -424,7 +454,7 @@ def check_filters(filters: dict[str, Any] | None) -> None:
                              + ", ".join(FILTER_KEYS)} for key in bad])
 
 
-def match_filters(vm: dict[str, Any], filters: dict[str, Any] | None) -> bool:
+def match_filters(vm: Mapping[str, Any], filters: dict[str, Any] | None) -> bool:
     """True when ``vm`` passes ``filters``: name (glob), state, hypervisor, az, tags (all)."""
     filters = filters or {}
     check_filters(filters)
