@@ -14,11 +14,13 @@ Asynchronous vSphere tasks are polled until they end or ``task_timeout`` passes;
 then carries the task id (``details.task_id``) for ``task_status``. A call abandoned by the
 caller's time limit stops polling at its next poll.
 
-Where a VM goes and where it is (``placement``) is worked out by ``placement.py``; a VM listing
-reads the folders and resource pools above its VMs in the same query as the VMs. A VM moves
-with RelocateVM_Task and MoveIntoFolder_Task. ``template`` makes ``create`` clone a VM or
-template, then change the clone as ``reconfigure`` would; a new VM whose later steps fail is
-deleted again. Guest information comes from VMware Tools, in the same read as the rest.
+This file holds the provider's options, its sessions, its error mapping and the reads; the
+files of the package get a login's ``Session`` (``session.py``: the lookups every operation
+makes) and do the rest: ``create.py`` creates and clones VMs, ``edit.py`` changes and moves them
+(``reconfigure``, ``migrate``), ``power.py`` powers them, ``backup.py`` takes snapshots. Where a
+VM goes and where it is (``placement``) is worked out by ``placement.py``; a VM listing reads
+the folders and resource pools above its VMs in the same query as the VMs. Guest information
+comes from VMware Tools, in the same read as the rest.
 
 Tags are vSphere tags of the ``tag_category`` category, kept in vCenter's REST API
 (``tagging.py``): its session is opened on the first VM dict or tag change, with the same TLS
@@ -27,36 +29,35 @@ API (an ESXi host) has no tags: VM dicts show none, and setting one raises NotSu
 """
 import re
 import socket
-import time
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    Conflict, NotFound, NotSupported, Timeout, Unavailable, field_error)
+    NotFound, NotSupported, Timeout, Unavailable, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._connection import (
     SharedConnection, SharedConnectionMixin)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
-    CAPABILITIES, POWER_ACTIONS, Option, Provider, check_filters, match_filters)
+    CAPABILITIES, Option, Provider, check_filters, match_filters)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
-from ansible_collections.resilient.virt.plugins.module_utils.providers._reconfigure import (
-    differences, list_changes)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.faults import (
     SESSION_LOST, classify_fault, fault_name)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.spec import (
     MAX_NAME_LENGTH)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.create import (
+    create as create_vm)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.edit import (
+    migrate as migrate_vm, reconfigure as reconfigure_vm)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.power import (
+    power as power_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.tls import (
     certificate_error, check_ca_path, ssl_context)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.inventory import (
-    VM_PATHS, custom_values, datastore_of, host_fields, retrieve, retrieve_view)
+    VM_PATHS, custom_values, host_fields, retrieve, retrieve_view)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.placement import (
-    KEYS as PLACEMENT_KEYS, TREE_PATHS, Tree)
+    TREE_PATHS, Tree)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.session import (
     Session)
 
 __all__ = ("VSphereProvider", "resilient_virt_provider_types")
 
-DEFAULT_SHUTDOWN_TIMEOUT = 60.0
-HOT_PLUG_PATHS = ("config.cpuHotAddEnabled", "config.cpuHotRemoveEnabled",
-                  "config.memoryHotAddEnabled")
-HARDWARE = ("vcpus", "memory_mb", "disks", "interfaces")  # changed by ReconfigVM_Task
 CLOSE_TIMEOUT = 3.0
 _TASK_STATES = {"queued": "running", "running": "running", "success": "success",
                 "error": "error"}
@@ -188,10 +189,9 @@ class VSphereProvider(SharedConnectionMixin, Provider):
                       port=self.config["port"], user=self.config["username"],
                       pwd=self.config["password"], sslContext=self._ssl_context(),
                       httpConnectionTimeout=self.config["timeout"])
-        return run_with_timeout(lambda: Session(SmartConnect(**kwargs), self, self._tag_client,
-                                                 self._require_tags),
-                                self.config["timeout"],
-                                "vSphere login to %s" % self.endpoint())
+        return run_with_timeout(
+            lambda: Session(SmartConnect(**kwargs), self, self._tag_client, self._require_tags),
+            self.config["timeout"], "vSphere login to %s" % self.endpoint())
 
     def _rest_login(self):
         from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.tagging import (
@@ -341,103 +341,7 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         return "/" + "/".join(path)
 
     def create(self, spec):
-        """Create the VM (stopped) where ``placement`` puts it, or clone ``template`` there.
-
-        ``metadata`` and ``tags`` are stored once the VM exists (a clone also takes the
-        hardware the spec asks for, then its customization); if that fails the VM is deleted
-        again and the error says why. Tags on an endpoint without them, and every mistake in the
-        spec that can be seen before, fail before anything is created.
-        """
-        from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.spec import (
-            config_spec, placement_request, validate_spec)
-
-        spec = validate_spec(spec)
-        session = self.session()
-        if session.vm_refs(spec["name"]):
-            raise Conflict("VM %r already exists on %s" % (spec["name"], self.key))
-        tagger = session.require_tags() if spec["tags"] else None
-        source = self._source(session, spec["template"]) if "template" in spec else None
-        wanted, paths = placement_request(spec)
-        target = session.placer().resolve(wanted, paths, az=spec.get("az"))
-        if source is not None:
-            return self._clone(session, spec, source, target)
-        config = config_spec(spec, target["datastore"][0],
-                             self._backing_resolver(session, target["host"][1]))
-        task = target["folder"].CreateVM_Task(config=config, pool=target["pool"],
-                                              host=target["host"][0])
-        ref = session.wait(task, "creating VM %r" % spec["name"])
-
-        def finish():
-            self._labels(session, ref, {}, spec["metadata"], spec["tags"] if tagger else None)
-            return session.describe(ref, spec["name"])
-
-        return self._finish(session, ref, spec["name"], finish)
-
-    def _source(self, session, template):
-        """(ref, props, VM dict) of the VM or template ``template`` names: a name, or an
-        inventory path (``/DC0/vm/templates/debian``)."""
-        from pyVmomi import vim
-
-        folder, _sep, name = template.rpartition("/")
-        refs = session.vm_refs(name)
-        found = retrieve(session.content, refs, {vim.VirtualMachine: VM_PATHS})
-        tree = session.tree([props.get("parent") for ref, props in found])
-        if folder:
-            found = [(ref, props) for ref, props in found
-                     if tree.path(props.get("parent")) == folder]
-        if len(found) != 1:
-            where = " in folder %s" % folder if folder else ""
-            raise field_error("template", (
-                "no VM or template named %r%s on %s; give the name or the inventory path "
-                "(/<datacenter>/vm/<folder>/<name>) of an existing one" % (name, where, self.key))
-                if not found else "%d VMs or templates are named %r on %s; give the inventory "
-                "path of one: %s" % (len(found), name, self.key, ", ".join(sorted(
-                    "%s/%s" % (tree.path(props.get("parent")), name) for ref, props in found))))
-        return found[0] + (session.vm_dicts(found)[0],)
-
-    def _clone(self, session, spec, source, target):
-        """Clone ``source`` (ref, props, VM dict) to ``target``, then give the clone what the
-        spec asks (``_change``) and its customization; a mistake that the source shows is
-        refused before cloning."""
-        from pyVmomi import vim
-
-        from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.spec import (
-            customization_spec)
-
-        ref, props, vm = source
-        name = spec["name"]
-        wanted = dict((field, spec[field]) for field in HARDWARE if field in spec)
-        self._device_specs(session, target["host"][0], props, vm, differences(vm, wanted))
-        location = vim.vm.RelocateSpec(host=target["host"][0], pool=target["pool"],
-                                       datastore=target["datastore"][1])
-        task = ref.CloneVM_Task(folder=target["folder"], name=name, spec=vim.vm.CloneSpec(
-            location=location, powerOn=False, template=False))
-        clone = session.wait(task, "cloning %r into VM %r" % (spec["template"], name))
-        wanted.update(metadata=spec["metadata"], tags=spec["tags"])
-
-        def finish():
-            made = self._change(session, clone, name, wanted)
-            if "customization" in spec:  # once the clone has its final NICs
-                custom = customization_spec(spec, len(made["interfaces"]))
-                session.wait(clone.CustomizeVM_Task(spec=custom), "customizing VM %r" % name)
-            return made
-
-        return self._finish(session, clone, name, finish)
-
-    def _finish(self, session, ref, name, work):
-        """``work()`` on the new VM ``ref``: its VM dict. When it fails, the VM is deleted again
-        and its error raised (a warning says when the VM could not be deleted), also in an
-        attempt abandoned by its time limit: the retry waits for it, then looks."""
-        try:
-            return work()
-        except Exception:
-            try:
-                session.wait(ref.Destroy_Task(), "deleting the half-made VM %r" % name)
-            except Exception as exc:  # noqa: BLE001 - the step's error is the one to raise
-                self.warnings.append("VM %r was created, then a step failed, and deleting it "
-                                     "failed too (%s); delete it by hand" % (
-                                         name, self.scrub(str(exc))))
-            raise
+        return create_vm(self, spec)
 
     def delete(self, name):
         session = self.session()
@@ -447,210 +351,15 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         session.wait(ref.Destroy_Task(), "deleting VM %r" % name)
 
     def power(self, name, action, timeout=None):
-        """``on`` also resumes a suspended VM; ``suspend`` saves a running VM's memory to disk
-        (SuspendVM_Task); ``pause`` is NotSupported: vSphere cannot stop a VM's vCPUs and keep
-        its memory in the host."""
-        if action not in POWER_ACTIONS:
-            raise field_error("action", "%r: use one of %s" % (action, ", ".join(POWER_ACTIONS)))
-        if action == "pause":
-            raise NotSupported("vSphere cannot pause a VM (stop its vCPUs and keep its memory in "
-                               "the host); use suspend (memory saved to disk) or off instead")
-        session = self.session()
-        ref = session.find_vm(name)
-        state = session.power_state(ref)
-        changed = True
-        if action == "suspend" and state == "poweredOff":
-            raise Conflict("VM %r is stopped, so it cannot be suspended; power it on first"
-                           % name)
-        if action == "suspend" and state != "suspended":
-            session.wait(ref.SuspendVM_Task(), "suspending VM %r" % name, timeout)
-        elif action == "on" and state != "poweredOn":
-            session.wait(ref.PowerOnVM_Task(), "powering on VM %r" % name, timeout)
-        elif action == "off" and state != "poweredOff":
-            session.wait(ref.PowerOffVM_Task(), "powering off VM %r" % name, timeout)
-        elif action == "shutdown" and state != "poweredOff":
-            self._shutdown(session, ref, name, state,
-                           DEFAULT_SHUTDOWN_TIMEOUT if timeout is None else timeout)
-        elif action == "reboot":
-            self._reboot(session, ref, name, state, timeout)
-        else:
-            changed = False
-        return dict(session.describe(ref, name), changed=changed)
-
-    def _shutdown(self, session, ref, name, state, timeout):
-        if state == "suspended":
-            raise Conflict("VM %r is suspended, so its guest cannot shut down; power it on "
-                           "first or power it off" % name)
-        ref.ShutdownGuest()
-        end = time.monotonic() + timeout
-        while session.power_state(ref) != "poweredOff":
-            if time.monotonic() >= end:
-                raise Timeout("VM %r did not shut down within %gs (the guest ignored or is still "
-                              "handling the request)" % (name, timeout),
-                              details={"timeout": timeout})
-            time.sleep(min(0.25, max(0.0, end - time.monotonic())))
-
-    def _reboot(self, session, ref, name, state, timeout):
-        """Guest reboot when VMware Tools run in the guest, else a hard reset."""
-        if state != "poweredOn":
-            raise Conflict("VM %r is not running, so it cannot be rebooted; power it on instead"
-                           % name)
-        if str(ref.guest.toolsRunningStatus) == "guestToolsRunning":
-            ref.RebootGuest()
-        else:
-            session.wait(ref.ResetVM_Task(), "resetting VM %r" % name, timeout)
+        return power_vm(self, name, action, timeout)
 
     def reconfigure(self, name, vcpus=None, memory_mb=None, metadata=None, tags=None,
                     disks=None, interfaces=None, autostart=None, placement=None):
-        """Change what differs (``_reconfigure`` rules): the hardware in one ReconfigVM_Task,
-        then custom attributes, then tags, then where the VM is (``_relocate``). vSphere keeps
-        no configuration for the next start, so a running VM is refused what it cannot take
-        live (vCPUs or memory without hot plug): Conflict, and nothing is changed. A removed
-        disk's file is kept, with a warning. ``changed`` is False when nothing had to change
-        (placement given in another form than VM dicts show, naming where the VM already is)."""
-        from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.spec import (
-            validate_changes)
-
-        if autostart is not None:
-            raise NotSupported("vsphere provider cannot change autostart (a host setting of "
-                               "ESXi that vSphere HA clusters ignore); remove autostart")
-        wanted = validate_changes(dict(vcpus=vcpus, memory_mb=memory_mb, metadata=metadata,
-                                       tags=tags, disks=disks, interfaces=interfaces,
-                                       placement=placement))
-        session = self.session()
-        return self._change(session, session.find_vm(name), name, wanted)
-
-    def _change(self, session, ref, name, wanted):
-        """Give VM ``ref`` the ``wanted`` fields (checked) where they differ; its VM dict."""
-        from pyVmomi import vim
-
-        found = retrieve(session.content, [ref], {vim.VirtualMachine: VM_PATHS + HOT_PLUG_PATHS})
-        if not found:
-            raise NotFound("VM %r not found on %s" % (name, self.key))
-        props = found[0][1]
-        current = session.vm_dicts(found)[0]
-        plan = differences(current, wanted)
-        if not plan:
-            return dict(current, changed=False)
-        tagger = session.require_tags() if "tags" in plan else None
-        hardware = [field for field in HARDWARE if field in plan]
-        if hardware:
-            self._check_power_for(name, props, current, plan, hardware)
-            changes, kept = self._device_specs(session, props["runtime.host"], props, current, plan)
-            config = vim.vm.ConfigSpec(deviceChange=changes, numCPUs=plan.get("vcpus"),
-                                       memoryMB=plan.get("memory_mb"))
-            session.wait(ref.ReconfigVM_Task(spec=config), "reconfiguring VM %r" % name)
-            for label, file_name in kept:
-                self.warnings.append(
-                    "%s was removed from VM %r; its file %s is kept (delete it with the datastore "
-                    "browser once it is no longer needed)" % (label, name, file_name))
-        self._labels(session, ref, current["metadata"], plan.get("metadata"),
-                     plan.get("tags") if tagger else None)
-        moved = "placement" in plan and self._relocate(
-            session, ref, name, props, plan["placement"],
-            dict((key, "placement." + key) for key in PLACEMENT_KEYS))
-        vm = session.describe(ref, name)
-        if set(plan) == {"placement"} and not moved:
-            vm["changed"] = False
-        return vm
-
-    def _labels(self, session, ref, have, metadata, tags):
-        """Store the ``metadata`` values that differ from ``have``, then exactly ``tags`` (None:
-        leave the tags)."""
-        if metadata:
-            self._set_metadata(session, ref, dict(
-                (key, value) for key, value in metadata.items() if have.get(key) != value))
-        if tags is not None:
-            session.require_tags().set_tags(ref._moId, tags)
-
-    def _device_specs(self, session, host, props, current, plan):
-        """(device specs, kept disk files) doing the disks and interfaces of ``plan`` on the
-        devices of ``props``, networks looked up on ``host``; InvalidSpec names a bad field."""
-        from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.spec import (
-            device_changes)
-        from pyVmomi import vim
-
-        changes, kept, backing_for = [], [], None
-        for field in ("disks", "interfaces"):
-            if field not in plan:
-                continue
-            steps = list_changes(field, current[field], plan[field])
-            if field == "interfaces" and (steps["add"] or steps["update"]):
-                host_props = retrieve(session.content, [host],
-                                      {vim.HostSystem: ["name", "network"]})[0][1]
-                backing_for = self._backing_resolver(session, host_props)
-            specs, files = device_changes(field, steps, props["config.hardware.device"],
-                                          backing_for)
-            changes += specs
-            kept += files
-        return changes, kept
-
-    def _relocate(self, session, ref, name, props, wanted, paths):
-        """Move VM ``ref`` where ``wanted`` (placement keys) says: RelocateVM_Task for its host,
-        resource pool and datastore (vMotion, storage vMotion), MoveIntoFolder_Task for its
-        folder; only what differs. True when it moved."""
-        from pyVmomi import vim
-
-        current = {"host": props.get("runtime.host"), "pool": props.get("resourcePool"),
-                   "folder": props.get("parent"),
-                   "datastore": datastore_of(props.get("config.files.vmPathName"))}
-        target = session.placer().resolve(wanted, paths, current)
-        spec = vim.vm.RelocateSpec()
-        if target["host"][0] != current["host"]:
-            spec.host = target["host"][0]
-        if target["pool"] != current["pool"]:
-            spec.pool = target["pool"]
-        if target["datastore"][0] != current["datastore"]:
-            spec.datastore = target["datastore"][1]
-        moved = bool(spec.host or spec.pool or spec.datastore)
-        if moved:
-            session.wait(ref.RelocateVM_Task(spec=spec), "moving VM %r to host %r" % (
-                name, target["host"][1]["name"]))
-        if target["folder"] != current["folder"]:
-            session.wait(target["folder"].MoveIntoFolder_Task([ref]),
-                       "moving VM %r into another folder" % name)
-            moved = True
-        return moved
-
-    def _check_power_for(self, name, props, current, plan, hardware):
-        """Conflict unless the VM can take the hardware changes of ``plan`` in its power state:
-        anything when off; when running, devices, and vCPUs and memory only as far as hot plug
-        allows (vCenter refuses the rest); nothing when suspended."""
-        state = str(props.get("runtime.powerState"))
-        if state == "poweredOff":
-            return
-        if state == "suspended":
-            raise Conflict("VM %r is suspended and vSphere changes no hardware of a suspended VM "
-                           "(%s); power it off first" % (name, ", ".join(hardware)))
-        refused = []
-        if "vcpus" in plan:
-            more = plan["vcpus"] > current["vcpus"]
-            if not props.get("config.cpuHotAddEnabled" if more else "config.cpuHotRemoveEnabled"):
-                refused.append("vcpus (CPU hot %s is off)" % ("add" if more else "remove"))
-        if "memory_mb" in plan:
-            if plan["memory_mb"] < current["memory_mb"]:
-                refused.append("memory_mb (memory cannot shrink while the VM runs)")
-            elif not props.get("config.memoryHotAddEnabled"):
-                refused.append("memory_mb (memory hot add is off)")
-        if refused:
-            raise Conflict("VM %r is running and vSphere cannot change %s while it runs; power "
-                           "it off first (vSphere keeps no changes for the next start), or enable "
-                           "hot plug on the VM" % (name, " or ".join(refused)))
+        return reconfigure_vm(self, name, vcpus, memory_mb, metadata, tags, disks, interfaces,
+                              autostart, placement)
 
     def migrate(self, name, hypervisor):
-        """Move VM ``name`` to host ``hypervisor`` (vMotion when running), keeping its storage,
-        and its resource pool when the host is in the same cluster."""
-        from pyVmomi import vim
-
-        session = self.session()
-        ref = session.find_vm(name)
-        found = retrieve(session.content, [ref], {vim.VirtualMachine: VM_PATHS})
-        if not found:
-            raise NotFound("VM %r not found on %s" % (name, self.key))
-        paths = dict((key, "placement." + key) for key in PLACEMENT_KEYS)
-        self._relocate(session, ref, name, found[0][1], {"host": hypervisor},
-                       dict(paths, host="hypervisor"))
-        return session.describe(ref, name)
+        return migrate_vm(self, name, hypervisor)
 
     def task_status(self, task_id):
         """State of vSphere task ``task_id`` (e.g. task-123): running, success or error."""
@@ -668,61 +377,6 @@ class VSphereProvider(SharedConnectionMixin, Provider):
 
             out["error"] = classify(info.error, (self.classify_error,)).to_dict()
         return out
-
-    # -- create helpers -----------------------------------------------------------------------
-    def _backing_resolver(self, session, props):
-        """backing_for(network name, path) over the port groups the host can reach."""
-        from pyVmomi import vim
-
-        found = retrieve(session.content, props.get("network") or [], {vim.Network: ["name"]})
-        networks = dict((p.get("name"), ref) for ref, p in found)
-        host = props["name"]
-
-        def backing_for(name, path):
-            ref = networks.get(name)
-            if ref is None:
-                raise field_error(path, "no network named %r on host %r (networks: %s)"
-                                  % (name, host, ", ".join(sorted(networks))))
-            nic = vim.vm.device.VirtualEthernetCard
-            if isinstance(ref, vim.dvs.DistributedVirtualPortgroup):
-                port = vim.dvs.PortConnection(portgroupKey=ref.key,
-                                              switchUuid=ref.config.distributedVirtualSwitch.uuid)
-                return nic.DistributedVirtualPortBackingInfo(port=port)
-            if isinstance(ref, vim.OpaqueNetwork):
-                return nic.OpaqueNetworkBackingInfo(opaqueNetworkId=ref.summary.opaqueNetworkId,
-                                                    opaqueNetworkType=ref.summary.opaqueNetworkType)
-            return nic.NetworkBackingInfo(deviceName=name, network=ref)
-        return backing_for
-
-    def _set_metadata(self, session, ref, metadata):
-        """Store metadata as custom attributes, defining the missing ones for VMs; a None value
-        clears the attribute on this VM (vSphere then shows it empty: no value)."""
-        from pyVmomi import vim
-
-        manager = session.content.customFieldsManager
-        keys = dict((f.name, f.key) for f in manager.field or []
-                    if f.managedObjectType in (None, vim.VirtualMachine))
-        for name, value in sorted(metadata.items()):
-            if value is None and name not in keys:
-                continue
-            if name not in keys:
-                keys[name] = _define_field(manager, name)
-            manager.SetField(entity=ref, key=keys[name], value=value or "")
-        session.forget_field_names()
-
-
-def _define_field(manager, name):
-    """Key of a new custom attribute ``name`` for VMs; one that another task defined since the
-    fields were read (vSphere answers DuplicateName) is looked up instead."""
-    from pyVmomi import vim
-
-    try:
-        return manager.AddCustomFieldDef(name=name, moType=vim.VirtualMachine).key
-    except vim.fault.DuplicateName:
-        for field in manager.field or []:
-            if field.name == name and field.managedObjectType in (None, vim.VirtualMachine):
-                return field.key
-        raise
 
 
 @hookimpl
