@@ -18,7 +18,7 @@ This file holds the provider's options, its sessions, its error mapping and the 
 files of the package get a login's ``Session`` (``session.py``: the lookups every operation
 makes) and do the rest: ``create.py`` creates and clones VMs, ``edit.py`` changes and moves them
 (``reconfigure``, ``migrate``), ``power.py`` powers them, ``backup.py`` takes snapshots. Where a
-VM goes and where it is (``placement``) is worked out by ``placement.py``; a VM listing reads
+VM goes and where it is (``placement``) is worked out by ``location.py``; a VM listing reads
 the folders and resource pools above its VMs in the same query as the VMs. Guest information
 comes from VMware Tools, in the same read as the rest.
 
@@ -51,7 +51,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.
     certificate_error, check_ca_path, ssl_context)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.inventory import (
     VM_PATHS, custom_values, host_fields, retrieve, retrieve_view)
-from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.placement import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.location import (
     TREE_PATHS, Tree)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.session import (
     Session)

@@ -9,7 +9,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._reconfig
     differences, list_changes)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.inventory import (
     VM_PATHS, datastore_of, retrieve)
-from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.placement import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.location import (
     KEYS as PLACEMENT_KEYS)
 
 __all__ = ("HARDWARE", "backing_resolver", "change", "device_specs", "labels", "migrate",

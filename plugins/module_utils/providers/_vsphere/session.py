@@ -13,7 +13,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import new_vm
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.inventory import (
     COMPUTE_PATHS, HOST_PATHS, VM_PATHS, retrieve, retrieve_view, vm_fields)
-from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.placement import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.location import (
     TREE_PATHS, Placer, Tree, vm_placement)
 
 __all__ = ("Session",)
@@ -129,7 +129,7 @@ class Session:
         return records
 
     def tree(self, refs=(), fresh=False):
-        """The inventory tree (``placement.Tree``), read again when ``fresh`` or when it lacks
+        """The inventory tree (``location.Tree``), read again when ``fresh`` or when it lacks
         one of ``refs``; its view starts at the root folder, for whole paths."""
         from pyVmomi import vim
 

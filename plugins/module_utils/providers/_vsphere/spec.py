@@ -7,7 +7,7 @@ The spec is the ``create`` argument of the vsphere provider::
     vcpus: 2                   # >= 1
     memory_mb: 1024            # >= 4, a multiple of 4 (a vSphere rule)
     guest_id: otherGuest64     # vSphere guest OS identifier (default otherGuest64)
-    placement:                 # where the VM goes (placement.py); each key optional
+    placement:                 # where the VM goes (location.py); each key optional
       {datacenter: DC0, cluster: C0, host: esx-01, resource_pool: web,
        folder: /DC0/vm/team-a, datastore: ds1}
     template: /DC0/vm/tpl/deb12  # clone this VM or template (name or inventory path)
@@ -34,7 +34,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, NotSupported, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._reconfigure import (
     metadata_value)
-from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.placement import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.location import (
     KEYS as PLACEMENT_KEYS)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vm_schema import (
     MAC_PATTERN, NAME_PATTERN, STRING, check_spec, spec_schema as vm_schema)

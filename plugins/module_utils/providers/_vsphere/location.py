@@ -1,5 +1,5 @@
-"""Where a vSphere VM is (the ``placement`` of its VM dict) and where a spec's ``placement``
-puts one.
+"""The location of vSphere VMs: where a VM is (the ``placement`` of its VM dict) and where a
+spec's ``placement`` puts one (the host, resource pool, folder and datastore chosen).
 
 ``placement`` has six keys: ``datacenter``, ``cluster`` and ``host`` (names), ``resource_pool``
 and ``folder`` (inventory paths such as ``/DC0/host/C0/Resources/web`` and ``/DC0/vm/team-a``,
@@ -8,8 +8,8 @@ file). A spec may also give a resource pool by name (unique where the VM goes) a
 its path under the datacenter's VM folder (``team-a``).
 
 The tree of datacenters, folders, compute resources and resource pools is read in one
-PropertyCollector call (see ``backend._tree``); a VM listing reads only the part above its VMs,
-in the same call as the VMs (``inventory.retrieve_view`` with ``ancestors``). pyVmomi is
+PropertyCollector call (``session.Session.tree``); a VM listing reads only the part above its
+VMs, in the same call as the VMs (``inventory.retrieve_view`` with ``ancestors``). pyVmomi is
 imported inside the functions that need it.
 """
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
