@@ -5,4 +5,4 @@ from ansible_collections.resilient.virt.plugins.plugin_utils._in_process import 
 
 
 class ActionModule(InProcessAction):
-    module = "backup"
+    """Runs the module this file is named after (InProcessAction.module)."""

@@ -34,6 +34,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._convert import to_
 from ansible_collections.resilient.virt.plugins.module_utils._masking import scrub, secret_values
 from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import (
     BUILTIN_BACKENDS, installed_entry_points, provider_class)
+from ansible_collections.resilient.virt.plugins.plugin_utils._module_list import MODULES, module_class
 
 __all__ = ("InProcessAction", "ENV_VAR", "module_path_reason", "run_module", "needed_libraries")
 
@@ -42,8 +43,6 @@ display = Display()
 ENV_VAR = "RESILIENT_VIRT_IN_PROCESS"
 ENV_PREFIX = "RESILIENT_VIRT_"
 PROFILE = "legacy"  # the serialization profile of this collection's modules
-MODULES = ("backup", "backup_status", "circuit_breaker", "failover_reservation", "provider", "vm",
-           "vm_fleet", "vm_info")
 # the collection's code every module may reach, loaded once in the controller's main process
 PRELOAD = (
     "plugins.module_utils._vm.task", "plugins.module_utils._vm.reconcile",
@@ -78,10 +77,7 @@ def load():
         libraries.importable(_COLLECTION + name)
     for name in MODULES:
         if libraries.importable(_COLLECTION + "plugins.modules." + name):
-            module = sys.modules[_COLLECTION + "plugins.modules." + name]
-            CLASSES[name] = next(value for key, value in vars(module).items()
-                                 if key.endswith("Module") and isinstance(value, type)
-                                 and value.__module__ == module.__name__)
+            CLASSES[name] = module_class(sys.modules[_COLLECTION + "plugins.modules." + name])
     for kind in BUILTIN_BACKENDS:  # the plugin manager of each built-in type, hookspecs read
         try:
             provider_class(kind)
@@ -186,12 +182,17 @@ def run_module(module, args, environ):
 
 
 class InProcessAction(ActionBase):
-    """The action plugin of a resilient.virt module: subclasses set :attr:`module`. On the module
-    path it does what Ansible's own action for modules does (async included)."""
+    """The action plugin of a resilient.virt module: ``plugins/action/<module>.py`` defines
+    ``ActionModule`` as a subclass, and :attr:`module` is that file's name. On the module path it
+    does what Ansible's own action for modules does (async included)."""
 
-    module = None
     _supports_check_mode = True
     _supports_async = True
+
+    @property
+    def module(self):
+        """The module this action runs: the name of the action plugin's file."""
+        return type(self).__module__.rsplit(".", 1)[-1]
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)

@@ -17,13 +17,12 @@ import uuid
 import libvirt
 import pytest
 import yaml
+from ansible_collections.resilient.virt.plugins.plugin_utils._module_list import MODULES
 from inventory_runner import run_inventory
 from playbook_runner import play, run_playbook
 
 from paths import ROOT
 
-MODULES = ("backup", "backup_status", "circuit_breaker", "failover_reservation", "provider", "vm",
-           "vm_fleet", "vm_info")
 IMAGE = "debian-12-genericcloud-amd64.qcow2"
 NETWORKS = ("default", "storage")
 

@@ -6,9 +6,9 @@ import tarfile
 
 import yaml
 
+from ansible_collections.resilient.virt.plugins.plugin_utils._module_list import MODULES
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODULES = ("backup", "backup_status", "circuit_breaker", "failover_reservation", "provider", "vm",
-           "vm_fleet", "vm_info")
 
 
 def _run(args, **kwargs):

@@ -19,10 +19,9 @@ import uuid
 
 import pytest
 
-from playbook_runner import play, run_playbook
+from ansible_collections.resilient.virt.plugins.plugin_utils._module_list import MODULES
 
-MODULES = ("vm", "vm_info", "provider", "circuit_breaker", "failover_reservation", "vm_fleet",
-           "backup", "backup_status")
+from playbook_runner import play, run_playbook
 
 
 def _secret(kind):

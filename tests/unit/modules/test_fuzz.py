@@ -10,6 +10,7 @@ wrong types, empty and huge strings, path components, control characters, huge a
 numbers, nested junk.
 """
 import contextlib
+import importlib
 import io
 import json
 import string
@@ -25,16 +26,10 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.resilient.virt.plugins.module_utils import errors
 from ansible_collections.resilient.virt.plugins.module_utils._module_base import COMMON_OPTIONS
-from ansible_collections.resilient.virt.plugins.modules import (
-    backup, backup_status, circuit_breaker, failover_reservation, provider, vm, vm_fleet, vm_info)
+from ansible_collections.resilient.virt.plugins.plugin_utils import _module_list
 
-MODULES = {
-    "vm": vm.VmModule, "vm_info": vm_info.VmInfoModule, "provider": provider.ProviderModule,
-    "circuit_breaker": circuit_breaker.CircuitBreakerModule,
-    "failover_reservation": failover_reservation.FailoverReservationModule,
-    "vm_fleet": vm_fleet.VmFleetModule,
-    "backup": backup.BackupModule, "backup_status": backup_status.BackupStatusModule,
-}
+MODULES = dict((name, _module_list.module_class(importlib.import_module(
+    "ansible_collections.resilient.virt.plugins.modules." + name))) for name in _module_list.MODULES)
 TAXONOMY = {name for name in errors.__all__ if isinstance(getattr(errors, name), type)
             and issubclass(getattr(errors, name), errors.VirtError)} - {"VirtError", "Retryable",
                                                                         "StoreUnavailable"}
