@@ -17,9 +17,8 @@ from ansible_collections.resilient.virt.plugins.module_utils._time import format
 
 __all__ = (
     "VirtError", "NotFound", "InvalidSpec", "Unauthorized", "NotSupported", "QuotaExceeded",
-    "Conflict", "Internal", "Retryable", "Unavailable", "RateLimit", "Timeout", "BreakerOpen",
-    "StoreUnavailable", "MissingLibrary", "field_error", "field_errors", "find_error", "classify", "classify_http",
-    "parse_retry_after", "counts_against_breaker", "redact",
+    "Conflict", "Internal", "MissingLibrary", "Retryable", "Unavailable", "StoreUnavailable",
+    "RateLimit", "Timeout", "BreakerOpen", "classify", "classify_http", "field_error", "field_errors",
 )
 
 

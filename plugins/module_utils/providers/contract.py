@@ -44,9 +44,8 @@ from ansible_collections.resilient.virt.plugins.module_utils._masking import (
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, NotSupported, VirtError, field_error, field_errors, redact)
 
-__all__ = ("CAPABILITIES", "POWER_ACTIONS", "VM_STATES", "VM_FIELDS", "NO_GUEST", "VM", "Option", "Provider",
-           "new_vm", "required_text", "check_filters", "match_filters", "config_errors",
-           "from_environment")
+__all__ = ("Provider", "Option", "VM", "VM_FIELDS", "new_vm", "check_filters", "match_filters",
+           "required_text", "CAPABILITIES", "POWER_ACTIONS", "VM_STATES")
 
 CAPABILITIES = ("validate", "list_hypervisors", "list_vms", "describe", "find", "create",
                 "delete", "power", "reconfigure", "task_status", "migrate")
