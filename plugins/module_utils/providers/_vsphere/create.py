@@ -64,7 +64,8 @@ def _source(session, template):
         where = " in folder %s" % folder if folder else ""
         raise field_error("template", (
             "no VM or template named %r%s on %s; give the name or the inventory path "
-            "(/<datacenter>/vm/<folder>/<name>) of an existing one" % (name, where, session.provider.key))
+            "(/<datacenter>/vm/<folder>/<name>) of an existing one"
+            % (name, where, session.provider.key))
             if not found else "%d VMs or templates are named %r on %s; give the inventory "
             "path of one: %s" % (len(found), name, session.provider.key, ", ".join(sorted(
                 "%s/%s" % (tree.path(props.get("parent")), name) for ref, props in found))))
@@ -73,7 +74,7 @@ def _source(session, template):
 
 def _clone(session, spec, source, target):
     """Clone ``source`` (ref, props, VM dict) to ``target``, then give the clone what the
-    spec asks (``_change``) and its customization; a mistake that the source shows is
+    spec asks (``edit.change``) and its customization; a mistake that the source shows is
     refused before cloning."""
     from pyVmomi import vim
 

@@ -23,7 +23,7 @@ HARDWARE = ("vcpus", "memory_mb", "disks", "interfaces")  # changed by ReconfigV
 def reconfigure(provider, name, vcpus=None, memory_mb=None, metadata=None, tags=None,
                 disks=None, interfaces=None, autostart=None, placement=None):
     """Change what differs (``_reconfigure`` rules): the hardware in one ReconfigVM_Task,
-    then custom attributes, then tags, then where the VM is (``_relocate``). vSphere keeps
+    then custom attributes, then tags, then where the VM is (``relocate``). vSphere keeps
     no configuration for the next start, so a running VM is refused what it cannot take
     live (vCPUs or memory without hot plug): Conflict, and nothing is changed. A removed
     disk's file is kept, with a warning. ``changed`` is False when nothing had to change
