@@ -24,8 +24,9 @@ export PYTHONDONTWRITEBYTECODE := 1
 TEST_WORKERS ?= 0
 UNIT_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 
-# The public API (its types are part of the contract), checked with mypy
-TYPED := errors providers.contract providers.hookspecs _failover.model
+# Checked with mypy, packages whole: the public API (its types are part of the contract) and
+# the layers under every call (resilience policy, state stores)
+TYPED := errors providers.contract providers.hookspecs _failover.model _resilience _state
 
 .PHONY: help deps link test check lint unit integration mutation sanity bench demo lab-up lab-down build clean release-notes
 
@@ -33,7 +34,7 @@ help:
 	@echo "make demo      bring the local lab up and run playbooks/demo.yml"
 	@echo "make test      lint, unit, integration (real libvirtd/QEMU, vSphere simulator, Redis) and sanity tests"
 	@echo "make check     lint and the unit tests only (no lab): the loop of a change"
-	@echo "make lint      ruff on the whole tree, mypy on the typed public API"
+	@echo "make lint      ruff on the whole tree, mypy on the typed modules (TYPED)"
 	@echo "make mutation  break the failover planner and the fleet reconciler on purpose; the tests must catch every break"
 	@echo "make bench     benchmarks (core overhead, peers, failover planning)"
 	@echo "make lab-up / lab-down   start or stop the local hypervisors"
@@ -74,7 +75,7 @@ lint: deps link
 	$(PYTHON) -m ruff check .
 	cd $(COLLECTIONS) && $(PYTHON) -m mypy --python-version 3.10 --ignore-missing-imports \
 	  --follow-imports=silent --disallow-untyped-defs --no-error-summary \
-	  $(foreach m,$(TYPED),-m ansible_collections.resilient.virt.plugins.module_utils.$(m))
+	  $(foreach m,$(TYPED),-p ansible_collections.resilient.virt.plugins.module_utils.$(m))
 
 unit: deps link
 	$(PYTHON) -m pytest -q -p no:randomly -n $(UNIT_WORKERS) tests/unit

@@ -22,14 +22,20 @@ optional ``timeout`` for the store operation (see ``state_store.StateStore``). A
 is not a usable epoch (written by a bug or by hand) counts as "now", so a damaged record can
 never keep a breaker open.
 """
+from __future__ import annotations
+
 import math
 import os
 import random
 import time
+from typing import TYPE_CHECKING, Any, Callable
 
 from ansible_collections.resilient.virt.plugins.module_utils._time import format_time
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     BreakerOpen, InvalidSpec, Timeout, classify, counts_against_breaker, redact)
+
+if TYPE_CHECKING:
+    from ansible_collections.resilient.virt.plugins.module_utils._state.store import Record, StateStore
 
 __all__ = ("CircuitBreaker", "Permit", "list_breakers", "shown", "fact", "NAMESPACE", "FACT_FIELDS",
            "BREAKER_FACT")
@@ -39,7 +45,7 @@ BREAKER_FACT = "resilient_virt_breakers"  # the fact that holds every breaker, e
 DEFAULT_PROBE_LEASE = 240.0
 ALIVE_ERRORS = frozenset(("NotFound", "InvalidSpec", "Conflict", "Unauthorized", "NotSupported",
                           "QuotaExceeded", "RateLimit"))
-_EMPTY = {"state": "closed", "consecutive_failures": 0, "failures_total": 0, "opened_total": 0,
+_EMPTY: Record = {"state": "closed", "consecutive_failures": 0, "failures_total": 0, "opened_total": 0,
           "rejected_total": 0, "successes_total": 0, "opened_at": None, "half_open_at": None,
           "probes": {}, "probe_successes": 0, "last_error": None}
 _STATES = ("closed", "open", "half_open")
@@ -54,18 +60,18 @@ class Permit:
 
     __slots__ = ("breaker", "probe")
 
-    def __init__(self, breaker, probe=None):
+    def __init__(self, breaker: str, probe: str | None = None):
         self.breaker = breaker
         self.probe = probe
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Permit(%r, probe=%r)" % (self.breaker, self.probe)
 
 
 _LATEST = 4102444800.0  # 2100-01-01: later epochs in a record are damage, not plans
 
 
-def _epoch(value, now):
+def _epoch(value: Any, now: float) -> float:
     """``value`` as an epoch, or ``now`` when it is not a finite time before 2100."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and \
             math.isfinite(value) and 0 <= value <= _LATEST:
@@ -73,11 +79,11 @@ def _epoch(value, now):
     return now
 
 
-def _utc(epoch):
+def _utc(epoch: Any) -> str:
     return format_time(_epoch(epoch, time.time()))
 
 
-def _advance(current, now):
+def _advance(current: Record | None, now: float) -> Record:
     """A copy of the stored record brought to ``now``: open -> half_open, stale probes dropped."""
     rec = dict(_EMPTY)
     if isinstance(current, dict):
@@ -96,7 +102,7 @@ def _advance(current, now):
     return rec
 
 
-def _unhindered(current):
+def _unhindered(current: Record | None) -> bool:
     """True when the stored record lets a call through without a slot: closed, no failure
     lately (a damaged counter counts as a failure, so the careful path decides)."""
     if not isinstance(current, dict):
@@ -104,9 +110,9 @@ def _unhindered(current):
     return current.get("state") == "closed" and current.get("consecutive_failures", 0) == 0
 
 
-def _view(name, current, now, config):
+def _view(name: str, current: Record | None, now: float, config: dict[str, Any]) -> Record:
     rec = _advance(current, now)
-    out = {"name": name}
+    out: Record = {"name": name}
     for field in ("state", "consecutive_failures", "failures_total", "opened_total",
                   "rejected_total", "successes_total", "opened_at", "half_open_at", "last_error"):
         out[field] = rec[field]
@@ -116,7 +122,7 @@ def _view(name, current, now, config):
     return out
 
 
-def _positive(name, value, kind):
+def _positive(name: str, value: Any, kind: type) -> Any:
     try:
         number = kind(value)
     except (TypeError, ValueError):
@@ -130,8 +136,9 @@ def _positive(name, value, kind):
 class CircuitBreaker:
     """The breaker ``name`` (e.g. ``libvirt:lab1``) stored in ``store``."""
 
-    def __init__(self, store, name, failure_threshold=5, reset_timeout=30.0,
-                 half_open_max_calls=1, success_threshold=1, probe_lease=None, on_transition=None):
+    def __init__(self, store: StateStore, name: str, failure_threshold: int = 5, reset_timeout: float = 30.0,
+                 half_open_max_calls: int = 1, success_threshold: int = 1, probe_lease: float | None = None,
+                 on_transition: Callable[[str, str], None] | None = None):
         self.store = store
         self.name = name
         self.on_transition = on_transition
@@ -143,10 +150,10 @@ class CircuitBreaker:
                                      else probe_lease, float)
         self._config = {field: getattr(self, field) for field in _CONFIG}
 
-    def _change(self, fn, timeout=None):
+    def _change(self, fn: Callable[[Record, float], Any], timeout: float | None = None) -> Any:
         """store.update with ``fn(rec, now) -> result`` on an advanced copy; config recorded.
         A change of state that the update made goes to ``on_transition(before, after)``."""
-        def apply(current, now):
+        def apply(current: Record | None, now: float) -> tuple[Record, tuple[Any, str, str]]:
             rec = _advance(current, now)
             result = fn(rec, now)
             rec.update(self._config)
@@ -157,16 +164,16 @@ class CircuitBreaker:
             self.on_transition(before, after)
         return result
 
-    def _open(self, rec, now):
+    def _open(self, rec: Record, now: float) -> None:
         rec.update(state="open", opened_at=now, half_open_at=now + self.reset_timeout,
                    opened_total=rec["opened_total"] + 1, probes={}, probe_successes=0)
 
     @staticmethod
-    def _close(rec, now):
+    def _close(rec: Record, now: float) -> None:
         rec.update(state="closed", consecutive_failures=0, opened_at=None, half_open_at=None,
                    probes={}, probe_successes=0)
 
-    def before_call(self, timeout=None, lease=None):
+    def before_call(self, timeout: float | None = None, lease: float | None = None) -> Permit:
         """A Permit for one call, or BreakerOpen (counted in rejected_total).
 
         A probe (half-open) holds its slot for ``lease`` seconds (default ``probe_lease``): the
@@ -185,7 +192,7 @@ class CircuitBreaker:
         probe = os.urandom(8).hex()
         lease = self.probe_lease if lease is None else min(self.probe_lease, lease)
 
-        def admit(rec, now):
+        def admit(rec: Record, now: float) -> tuple[Permit | None, BreakerOpen | None]:
             if rec["state"] == "closed":
                 if not rec["consecutive_failures"]:
                     return Permit(self.name), None
@@ -215,7 +222,7 @@ class CircuitBreaker:
             if _unhindered(self.store.get(NAMESPACE, self.name, timeout=timeout)):
                 return Permit(self.name)
 
-    def _refusal(self, rec, now):
+    def _refusal(self, rec: Record, now: float) -> BreakerOpen:
         if rec["state"] == "open":
             at = rec["half_open_at"]
             last = rec["last_error"]
@@ -231,9 +238,9 @@ class CircuitBreaker:
                        % (self.name, self.half_open_max_calls, _utc(at), max(0.0, at - now)))
         return BreakerOpen(self.name, at, message=message)
 
-    def on_success(self, permit, timeout=None):
+    def on_success(self, permit: Permit, timeout: float | None = None) -> None:
         """The provider answered: count it; enough successful probes close the breaker."""
-        def success(rec, now):
+        def success(rec: Record, now: float) -> None:
             rec["successes_total"] += 1
             if rec["state"] == "closed":  # a slot of a failing streak, or none
                 rec["probes"].pop(permit.probe, None)
@@ -245,17 +252,19 @@ class CircuitBreaker:
                                half_open_at=None, probes={}, probe_successes=0)
         self._change(success, timeout)
 
-    def on_failure(self, permit, err, timeout=None):
+    def on_failure(self, permit: Permit, err: BaseException, timeout: float | None = None) -> bool | None:
         """The call failed with ``err``: unhealthy errors count (True is returned), alive-proving
         ones succeed."""
         err = classify(err)
         if err.type in ALIVE_ERRORS:
-            return self.on_success(permit, timeout)
+            self.on_success(permit, timeout)
+            return None
         if not counts_against_breaker(err):
-            return self.release(permit, timeout)
+            self.release(permit, timeout)
+            return None
         last = {"type": err.type, "message": redact(err.message)[:500]}
 
-        def failure(rec, now):
+        def failure(rec: Record, now: float) -> None:
             rec["failures_total"] += 1
             rec["consecutive_failures"] += 1
             rec["last_error"] = last
@@ -268,24 +277,24 @@ class CircuitBreaker:
         self._change(failure, timeout)
         return True
 
-    def release(self, permit, timeout=None):
+    def release(self, permit: Permit, timeout: float | None = None) -> None:
         """The call ended without a verdict from the provider: only free its probe slot."""
         if permit.probe is None:
             return
 
-        def free(rec, now):
+        def free(rec: Record, now: float) -> None:
             rec["probes"].pop(permit.probe, None)
         self._change(free, timeout)
 
-    def reset(self):
+    def reset(self) -> None:
         """Close now; the failure streak is cleared, the totals are kept."""
         self._change(self._close)
 
-    def force_open(self):
+    def force_open(self) -> None:
         """Open now (opened_at = now); it half-opens after reset_timeout like any open breaker."""
         self._change(self._open)
 
-    def set_state(self, wanted, check_mode=False):
+    def set_state(self, wanted: str, check_mode: bool = False) -> tuple[bool, Record, Record]:
         """Close (``closed``: :meth:`reset`) or open (``open``: :meth:`force_open`) the breaker
         as an operator asks; returns (changed, before, after) snapshots.
 
@@ -306,7 +315,7 @@ class CircuitBreaker:
         change(rec, now)
         return True, before, _view(self.name, rec, now, self._config)
 
-    def snapshot(self):
+    def snapshot(self) -> Record:
         return _view(self.name, self.store.get(NAMESPACE, self.name), self.store.now(),
                      self._config)
 
@@ -314,7 +323,7 @@ class CircuitBreaker:
 FACT_FIELDS = ("state", "consecutive_failures", "half_open_at", "last_error")
 
 
-def shown(snapshot):
+def shown(snapshot: Record) -> Record:
     """A snapshot as results show it: its times in RFC 3339 UTC, ``half_open_at`` rounded up to
     the second (no probe is let through before it)."""
     out = dict(snapshot)
@@ -325,13 +334,13 @@ def shown(snapshot):
     return out
 
 
-def fact(snapshot):
+def fact(snapshot: Record) -> Record:
     """The short form of a snapshot in the ``resilient_virt_breakers`` fact."""
     full = shown(snapshot)
     return dict((field, full[field]) for field in FACT_FIELDS)
 
 
-def list_breakers(store):
+def list_breakers(store: StateStore) -> list[Record]:
     """Snapshots of every breaker in ``store``, sorted by name."""
     now = store.now()
     return [_view(name, rec, now, {}) for name, rec in sorted(store.items(NAMESPACE).items())]

@@ -12,10 +12,13 @@ first, the retry ends with Timeout and starts nothing: the next attempt follows 
 An abandoned attempt that has not yet called the provider never calls it: :meth:`Attempt.enter`
 refuses once the attempt was abandoned.
 """
+from __future__ import annotations
+
 import threading
 import time
+from typing import Any, Callable
 
-from ansible_collections.resilient.virt.plugins.module_utils.errors import NotFound, NotSupported, Timeout
+from ansible_collections.resilient.virt.plugins.module_utils.errors import NotFound, NotSupported, Timeout, VirtError
 
 __all__ = ("InFlight", "record_started")
 
@@ -26,7 +29,7 @@ FINISHED = ("success", "error")
 _current = threading.local()
 
 
-def record_started(handle):
+def record_started(handle: Any) -> None:
     """Record ``handle`` (a task id ``task_status`` answers) as the operation the attempt
     running in this thread has just started; outside an attempt, nothing happens."""
     attempt = getattr(_current, "attempt", None)
@@ -38,30 +41,30 @@ class Attempt:
     """One attempt's thread: whether it ended, was abandoned, or called the provider, and the
     handles of the operations it started."""
 
-    def __init__(self, number):
+    def __init__(self, number: int):
         self.number = number
-        self.handles = []
+        self.handles: list[str] = []
         self.ended = threading.Event()
         self.abandoned = False
         self.entered = False
         self._lock = threading.Lock()
 
-    def begin(self):
+    def begin(self) -> None:
         """Run in the attempt's thread, before anything else: handles recorded there are its."""
         _current.attempt = self
 
-    def end(self):
+    def end(self) -> None:
         _current.attempt = None
         self.ended.set()
 
-    def enter(self):
+    def enter(self) -> bool:
         """Called just before the provider is asked to do the work; False once abandoned."""
         with self._lock:
             if not self.abandoned:
                 self.entered = True
             return self.entered
 
-    def abandon(self):
+    def abandon(self) -> bool:
         """The caller gave up on this attempt; True when it had called the provider."""
         with self._lock:
             self.abandoned = True
@@ -72,23 +75,23 @@ class InFlight:
     """The attempts of one call. ``status(handle)`` returns the state (running, success,
     error) of a recorded operation; None when the provider cannot say."""
 
-    def __init__(self, status=None):
+    def __init__(self, status: Callable[[str], str | None] | None = None):
         self.status = status
-        self.attempts = []
-        self.waiting_for = None  # what settle() is waiting for, while it waits
+        self.attempts: list[Attempt] = []
+        self.waiting_for: str | None = None  # what settle() is waiting for, while it waits
 
-    def start(self, number):
+    def start(self, number: int) -> Attempt:
         attempt = Attempt(number)
         self.attempts.append(attempt)
         return attempt
 
-    def settle(self, current, sleep=time.sleep):
+    def settle(self, current: Attempt, sleep: Callable[[float], None] = time.sleep) -> None:
         """Wait, in ``current``'s thread, until the work of every earlier attempt that called
         the provider has ended: its thread (abandoned ones go on), and the operations it
         recorded (one that failed, such as a backend's own wait running out, may have left its
         task running). Returns early only when ``current`` is abandoned itself."""
         pending = [a for a in self.attempts if a is not current and a.entered]
-        finished = set()
+        finished: set[str] = set()
         delay = FIRST_POLL
         while not current.abandoned:
             running = [a for a in pending if not a.ended.is_set()]
@@ -104,7 +107,7 @@ class InFlight:
             sleep(delay)
             delay = min(MAX_POLL, delay * 2)
 
-    def _finished(self, handle):
+    def _finished(self, handle: str) -> bool:
         if self.status is None:
             return True
         try:
@@ -114,7 +117,7 @@ class InFlight:
         return state is None or state in FINISHED
 
     @staticmethod
-    def _describe(running, handles):
+    def _describe(running: list[Attempt], handles: list[str]) -> str:
         parts = []
         if running:
             parts.append("attempt %s still waiting for the provider's answer" % " and ".join(
@@ -123,7 +126,7 @@ class InFlight:
             parts.append("operation %s still running on the provider" % ", ".join(handles))
         return "; ".join(parts)
 
-    def timeout_error(self, name, seconds, cause):
+    def timeout_error(self, name: str, seconds: float, cause: VirtError) -> Timeout:
         """The Timeout of a retry whose time ran out while earlier work was still going on."""
         return Timeout("%s: the work of an abandoned attempt is still going on (%s), so it was "
                        "not started again; it did not end within this attempt's %gs"

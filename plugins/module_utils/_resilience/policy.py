@@ -54,7 +54,10 @@ refusals by the breaker and the breaker's state changes (see ``stats.py``).
 * ``status(handle) -> state``: the state (running, success, error) of an operation an attempt
   recorded (``inflight.record_started``); without it, recorded operations are not followed.
 """
+from __future__ import annotations
+
 import time
+from typing import TYPE_CHECKING, Any, Callable
 
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (
     ALIVE_ERRORS, CircuitBreaker)
@@ -68,6 +71,12 @@ from ansible_collections.resilient.virt.plugins.module_utils._resilience.rate_li
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.retry import run_with_retry
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.stats import CallStats
 
+if TYPE_CHECKING:
+    from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import Permit
+    from ansible_collections.resilient.virt.plugins.module_utils._resilience.retry import Attempt
+    from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import ResilienceSettings
+    from ansible_collections.resilient.virt.plugins.module_utils._state.store import StateStore
+
 __all__ = ("Policy", "RECORD_GRACE", "STORE_SHARE", "STORE_FLOOR")
 
 RECORD_GRACE = 0.5
@@ -78,12 +87,12 @@ STORE_FLOOR = 0.5  # seconds a store read may take under STORE_SHARE all the sam
 class Policy:
     """Resilience policy for one provider ``key`` (e.g. ``libvirt:lab1``) on ``store``."""
 
-    def __init__(self, store, key, settings, hooks=None):
+    def __init__(self, store: StateStore, key: str, settings: ResilienceSettings, hooks: Any = None):
         self.store = store
         self.key = key
         self.settings = settings
         self.hooks = hooks
-        self.warnings = []
+        self.warnings: list[str] = []
         self.stats = CallStats(key)
         lease = max(settings.timeout_for(c) for c in OPERATION_CLASSES) + settings.store_timeout
         self._breaker = CircuitBreaker(
@@ -97,22 +106,23 @@ class Policy:
         self._classifiers = (classify_hook,) if classify_hook is not None else ()
 
     @property
-    def breaker(self):
+    def breaker(self) -> CircuitBreaker:
         return self._breaker
 
     @property
-    def limiter(self):
+    def limiter(self) -> RateLimiter:
         return self._limiter
 
-    def call(self, fn, op_class="describe", name="operation", look=None):
+    def call(self, fn: Callable[[], Any], op_class: str = "describe", name: str = "operation",
+             look: Callable[[], tuple[bool, Any]] | None = None) -> Any:
         """Return ``fn()`` run under this policy; raise the classified VirtError otherwise."""
         timeout = self.settings.timeout_for(op_class)
         explicit = self.settings.deadline
         deadline = Deadline.after(explicit) if explicit else Deadline()
         inflight = InFlight(getattr(self.hooks, "status", None)) if op_class == "mutating" else None
 
-        def attempt(att):
-            if deadline.expired() and not att.at_deadline:
+        def attempt(att: Attempt) -> Any:
+            if explicit and deadline.expired() and not att.at_deadline:
                 raise Timeout("%s: the deadline of the call (%g s) passed before attempt %d"
                               % (name, explicit, att.number))
             limit = deadline if explicit and not att.at_deadline else Deadline.after(timeout)
@@ -132,7 +142,7 @@ class Policy:
             return self._attempt(att, fn, look if att.number > 1 else None, permit, budget,
                                  budget < timeout, name, deadline, inflight)
 
-        def on_retry(att, error, delay):
+        def on_retry(att: Attempt, error: VirtError, delay: float) -> None:
             self.stats.on_retry(delay)
             hook = getattr(self.hooks, "on_retry", None)
             if hook is not None:
@@ -147,7 +157,7 @@ class Policy:
                 self.stats.on_failed_call()
             raise
 
-    def _store_time(self, deadline):
+    def _store_time(self, deadline: Deadline) -> float | None:
         """What the rate limit's and the breaker's reads before a call may spend on the store:
         what is left of the deadline; when the store falls back to memory (``store_failure:
         open``) at most STORE_SHARE of it (but STORE_FLOOR, or half of it when less, for a slow
@@ -158,7 +168,7 @@ class Policy:
             return left
         return min(self.settings.store_timeout, max(STORE_SHARE * left, min(STORE_FLOOR, left / 2)))
 
-    def _record(self, method, deadline, *args):
+    def _record(self, method: Callable[..., Any], deadline: Deadline, *args: Any) -> Any:
         """Report an outcome to the breaker and return its answer; a store failure here only
         becomes a warning (and None)."""
         left = deadline.remaining()
@@ -170,17 +180,18 @@ class Policy:
             if warning not in self.warnings:
                 self.warnings.append(warning)
 
-    def _attempt(self, att, fn, look, permit, budget, cut_by_deadline, name, deadline,
-                 inflight=None):
-        finished = []
+    def _attempt(self, att: Attempt, fn: Callable[[], Any], look: Callable[[], tuple[bool, Any]] | None,
+                 permit: Permit, budget: float, cut_by_deadline: bool, name: str, deadline: Deadline,
+                 inflight: InFlight | None = None) -> Any:
+        finished: list[bool] = []
         mine = inflight.start(att.number) if inflight is not None else None
 
-        def work():
+        def work() -> Any:
             if mine is not None:
                 mine.begin()
             try:
                 self.stats.on_attempt()
-                if mine is not None and att.number > 1:
+                if inflight is not None and mine is not None and att.number > 1:
                     inflight.settle(mine)
                 if look is not None:
                     done, result = look()
@@ -206,7 +217,8 @@ class Policy:
                 err.message = scrub(err.message)
                 err.args = (err.message,)
             abandoned = not finished and isinstance(err, Timeout)
-            if abandoned and mine is not None and not mine.abandon() and inflight.waiting_for:
+            if abandoned and inflight is not None and mine is not None and not mine.abandon() and \
+                    inflight.waiting_for:
                 err = inflight.timeout_error(name, budget, err)
             if abandoned and cut_by_deadline:
                 self._record(self._breaker.release, deadline, permit)

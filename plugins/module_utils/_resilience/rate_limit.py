@@ -7,17 +7,24 @@ seconds; any window of ``T`` seconds admits at most ``qps * T + burst`` calls, w
 processes make them. A caller that must wait reserves its turn in the same store update, then
 sleeps until it comes.
 """
+from __future__ import annotations
+
 import math
 import time
+from typing import TYPE_CHECKING
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, RateLimit
+
+if TYPE_CHECKING:
+    from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import Deadline
+    from ansible_collections.resilient.virt.plugins.module_utils._state.store import Record, StateStore
 
 __all__ = ("RateLimiter", "NAMESPACE")
 
 NAMESPACE = "ratelimit"
 
 
-def _stored_tat(current, now):
+def _stored_tat(current: Record | None, now: float) -> float:
     """The stored arrival time, or ``now`` when there is none or it is damaged (not a finite
     time, or more than a day ahead: no queue of callers reaches that far)."""
     tat = current.get("tat") if isinstance(current, dict) else None
@@ -33,7 +40,7 @@ class RateLimiter:
     ``burst`` None means ``max(1, int(qps))``, i.e. one second worth of calls.
     """
 
-    def __init__(self, store, key, qps, burst=None):
+    def __init__(self, store: StateStore, key: str, qps: float | None, burst: int | None = None):
         self.store = store
         self.key = key
         self.qps = float(qps or 0)
@@ -43,7 +50,7 @@ class RateLimiter:
             raise InvalidSpec("rate limit burst must be an integer >= 1, got %r" % (burst,))
         self.burst = burst
 
-    def acquire(self, deadline=None, store_time=None):
+    def acquire(self, deadline: Deadline | None = None, store_time: float | None = None) -> float:
         """Wait for this process's turn; return the seconds waited.
 
         Raises RateLimit (``retry_after`` = the wait) without using a turn when the wait would
@@ -56,7 +63,7 @@ class RateLimiter:
         tolerance = (self.burst - 1) * interval
         config = {"qps": self.qps, "burst": self.burst}
 
-        def take(current, now):
+        def take(current: Record | None, now: float) -> tuple[Record | None, tuple[bool, float, float | None]]:
             tat = _stored_tat(current, now)
             wait = max(0.0, tat - tolerance - now)
             left = None if deadline is None else deadline.remaining()

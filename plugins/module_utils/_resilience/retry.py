@@ -13,11 +13,22 @@ Built on tenacity (imported only when a loop runs): its ``stop_after_attempt``,
 * the error raised is the classified VirtError (the original as ``.cause``), with
   ``details["attempts"]`` = the number of attempts made.
 """
+from __future__ import annotations
+
 import random
 import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import Deadline
-from ansible_collections.resilient.virt.plugins.module_utils.errors import classify
+from ansible_collections.resilient.virt.plugins.module_utils.errors import VirtError, classify
+
+if TYPE_CHECKING:  # tenacity is imported when a loop runs
+    import tenacity
+
+    from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import RetrySettings
+
+Classifier = Callable[[BaseException], "VirtError | None"]
 
 __all__ = ("Attempt", "run_with_retry", "backoff_delay")
 
@@ -32,13 +43,13 @@ class Attempt:
 
     __slots__ = ("number", "is_last", "deadline", "at_deadline")
 
-    def __init__(self, number, is_last, deadline, at_deadline=False):
+    def __init__(self, number: int, is_last: bool, deadline: Deadline, at_deadline: bool = False):
         self.number = number
         self.is_last = is_last
         self.deadline = deadline
         self.at_deadline = at_deadline
 
-    def budget(self, seconds):
+    def budget(self, seconds: float) -> float:
         """Time this attempt may take: ``seconds`` capped by the deadline.
 
         The final attempt made at the deadline gets ``seconds`` in full, so the call may end
@@ -46,12 +57,12 @@ class Attempt:
         """
         return seconds if self.at_deadline else self.deadline.cap(seconds)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Attempt(number=%d, is_last=%s, at_deadline=%s)" % (
             self.number, self.is_last, self.at_deadline)
 
 
-def _exponential(settings):
+def _exponential(settings: RetrySettings) -> tenacity.wait_exponential:
     import tenacity
 
     return tenacity.wait_exponential(multiplier=settings.base_delay, exp_base=settings.multiplier,
@@ -61,76 +72,84 @@ def _exponential(settings):
 class _Number:
     """What tenacity's strategies read of a retry state: the attempt number."""
 
-    def __init__(self, attempt_number):
+    def __init__(self, attempt_number: int):
         self.attempt_number = attempt_number
 
 
-def backoff_delay(number, settings):
+def backoff_delay(number: int, settings: RetrySettings) -> float:
     """Wait before attempt ``number + 1`` without jitter: capped exponential backoff."""
-    return _exponential(settings)(_Number(number))
+    return _exponential(settings)(_Number(number))  # type: ignore[arg-type]  # all it reads
 
 
 class _Loop:
     """One run_with_retry call: the attempt in progress and the last failure, classified once."""
 
-    def __init__(self, fn, settings, deadline, on_retry, classifiers):
+    def __init__(self, fn: Callable[[Attempt], Any], settings: RetrySettings, deadline: Deadline,
+                 on_retry: Callable[[Attempt, VirtError, float], None] | None,
+                 classifiers: tuple[Classifier, ...]):
         self.fn = fn
         self.max_attempts = max(1, int(settings.max_attempts))
         self.deadline = deadline
         self.on_retry = on_retry
         self.classifiers = classifiers
-        self.current = None
+        self.current: Attempt | None = None
         self.next_at_deadline = False
-        self.delay = 0.0
-        self.failed = None  # (exception, classified VirtError) of the last failed attempt
+        self.delay: float = 0.0
+        self.failed: tuple[BaseException, VirtError] | None = None  # the last failed attempt's, classified
 
-    def call(self):
+    def call(self) -> Any:
         number = 1 if self.current is None else self.current.number + 1
         at_deadline = self.next_at_deadline
         is_last = number >= self.max_attempts or at_deadline or self.deadline.expired()
         self.current = Attempt(number, is_last, self.deadline, at_deadline)
         return self.fn(self.current)
 
-    def classified(self, exc):
+    def classified(self, exc: BaseException) -> VirtError:
         if self.failed is None or self.failed[0] is not exc:
             self.failed = (exc, classify(exc, self.classifiers))
         return self.failed[1]
 
-    def retryable(self, exc):
+    def retryable(self, exc: BaseException) -> bool:
         return isinstance(exc, Exception) and self.classified(exc).retryable
 
-    def before_sleep(self, state):
+    def before_sleep(self, state: tenacity.RetryCallState) -> None:
         if self.on_retry is not None:
+            assert self.current is not None and self.failed is not None  # an attempt failed
             self.on_retry(self.current, self.failed[1], self.delay)
 
 
-def _strategies(loop, settings):
+def _strategies(loop: _Loop, settings: RetrySettings) -> dict[str, Any]:
     """tenacity's stop, wait and retry for ``loop``: attempts or the deadline stop it; the wait
     is tenacity's capped exponential plus jitter, at least ``retry_after``, never past the
     deadline; only retryable errors are retried."""
     import tenacity
 
     class _AtDeadline(tenacity.stop.stop_base):
-        def __call__(self, state):
+        def __call__(self, state: tenacity.RetryCallState) -> bool:
+            assert loop.current is not None  # asked after an attempt
             return loop.current.at_deadline or loop.deadline.expired()
 
     class _Backoff(tenacity.wait.wait_base):
-        def __call__(self, state):
+        def __call__(self, state: tenacity.RetryCallState) -> float:
             backoff = backoff_delay(state.attempt_number, settings)
             delay = backoff + random.uniform(0.0, JITTER * backoff)
+            assert loop.failed is not None  # asked after a failed attempt
             retry_after = loop.failed[1].retry_after
             if retry_after is not None:
                 delay = max(delay, retry_after)
             remaining = loop.deadline.remaining()
             loop.next_at_deadline = remaining is not None and delay >= remaining
-            loop.delay = remaining if loop.next_at_deadline else delay
+            loop.delay = remaining if remaining is not None and loop.next_at_deadline else delay
             return loop.delay
 
     return dict(stop=tenacity.stop_any(tenacity.stop_after_attempt(loop.max_attempts), _AtDeadline()),
                 wait=_Backoff(), retry=tenacity.retry_if_exception(loop.retryable))
 
 
-def run_with_retry(fn, settings, deadline=None, sleep=time.sleep, on_retry=None, classifiers=()):
+def run_with_retry(fn: Callable[[Attempt], Any], settings: RetrySettings, deadline: Deadline | None = None,
+                   sleep: Callable[[float], None] = time.sleep,
+                   on_retry: Callable[[Attempt, VirtError, float], None] | None = None,
+                   classifiers: Iterable[Classifier] = ()) -> Any:
     """Return ``fn(attempt)``, retrying retryable failures as described in the module docstring.
 
     ``settings`` has ``max_attempts``, ``base_delay``, ``max_delay``, ``multiplier`` (e.g.

@@ -19,11 +19,14 @@ Defaults worth knowing:
 * The retry numbers (``max_attempts``, ``base_delay``, ``max_delay``, ``multiplier``) come from
   the chosen ``retry_preset`` (``default`` unless set) unless given explicitly.
 """
+from __future__ import annotations
+
 import math
 import os
-
 from collections import namedtuple
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from typing import Any, cast
 
 from ansible_collections.resilient.virt.plugins.module_utils._convert import (
     MAX_DURATION, format_duration, parse_duration, to_float, to_int)
@@ -38,7 +41,7 @@ OPTION = "resilience"
 ENV_PREFIX = "RESILIENT_VIRT_"
 OPERATION_CLASSES = ("describe", "mutating", "validate", "task_status")
 
-RETRY_PRESETS = {
+RETRY_PRESETS: dict[str, dict[str, Any]] = {
     "default": {"max_attempts": 5, "base_delay": 0.5, "max_delay": 30.0, "multiplier": 2.0},
     "aggressive": {"max_attempts": 10, "base_delay": 0.1, "max_delay": 30.0, "multiplier": 1.5},
     "conservative": {"max_attempts": 3, "base_delay": 1.0, "max_delay": 30.0, "multiplier": 3.0},
@@ -56,7 +59,8 @@ _DAY = 24 * 3600.0
 _HOUR = 3600.0
 
 
-def _s(key, env, default, kind, bounds, description, option=None):
+def _s(key: str, env: str, default: Any, kind: str, bounds: tuple[float | None, float | None],
+       description: str, option: str | None = None) -> Setting:
     minimum, maximum = bounds
     return Setting(key, option or "%s.%s" % (OPTION, key), ENV_PREFIX + env, default, kind,
                    minimum, maximum, description)
@@ -127,9 +131,9 @@ _OPTION_TYPES = {"int": "int", "float": "float", "duration": "raw", "duration?":
                  "str": "str", "choice": "str"}
 
 
-def option_spec():
+def option_spec() -> dict[str, dict[str, Any]]:
     """Ansible argument spec of the ``resilience`` option's suboptions, from :data:`SETTINGS`."""
-    spec = {}
+    spec: dict[str, dict[str, Any]] = {}
     for setting in SETTINGS:
         if setting.key in OPTION_KEYS:
             spec[setting.key] = {"type": _OPTION_TYPES[setting.kind]}
@@ -148,13 +152,13 @@ RateLimitSettings = namedtuple("RateLimitSettings", "qps burst")
 class ResilienceSettings:
     """Resolved settings; ``sources`` maps each key to option|env|preset|default."""
 
-    state_store: object = None
+    state_store: str | None = None
     retry_preset: str = "default"
     max_attempts: int = _D["max_attempts"]
     base_delay: float = _D["base_delay"]
     max_delay: float = _D["max_delay"]
     multiplier: float = _D["multiplier"]
-    deadline: object = None
+    deadline: float | None = None
     failure_threshold: int = 5
     reset_timeout: float = 30.0
     half_open_max_calls: int = 1
@@ -170,29 +174,29 @@ class ResilienceSettings:
     sources: dict = field(default_factory=dict, compare=False)
 
     @property
-    def retry(self):
+    def retry(self) -> RetrySettings:
         """max_attempts, base_delay, max_delay, multiplier (what run_with_retry reads)."""
         return RetrySettings(self.max_attempts, self.base_delay, self.max_delay, self.multiplier)
 
     @property
-    def breaker(self):
+    def breaker(self) -> BreakerSettings:
         """CircuitBreaker keyword arguments: ``CircuitBreaker(store, name, **s.breaker._asdict())``."""
         return BreakerSettings(self.failure_threshold, self.reset_timeout,
                                self.half_open_max_calls, self.success_threshold)
 
     @property
-    def rate_limit(self):
+    def rate_limit(self) -> RateLimitSettings:
         """RateLimiter keyword arguments: qps (0 = unlimited) and burst."""
         return RateLimitSettings(self.rate_limit_qps, self.rate_limit_burst)
 
-    def timeout_for(self, op_class):
+    def timeout_for(self, op_class: str) -> float:
         """Seconds one call of ``op_class`` (one of OPERATION_CLASSES) may take."""
         if op_class not in OPERATION_CLASSES:
             raise ValueError("unknown operation class %r; use one of %s"
                              % (op_class, ", ".join(OPERATION_CLASSES)))
         return getattr(self, "timeout_" + op_class)
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         """Values (without ``sources``), JSON-able, with any password in ``state_store`` hidden."""
         out = asdict(self)
         out.pop("sources")
@@ -201,11 +205,11 @@ class ResilienceSettings:
         return out
 
 
-def _invalid(name, message):
+def _invalid(name: str, message: str) -> InvalidSpec:
     return field_error(name, message)
 
 
-def _parse_int(value, name, example):
+def _parse_int(value: Any, name: str, example: Any) -> int:
     try:
         return to_int(value)
     except ValueError:
@@ -213,7 +217,7 @@ def _parse_int(value, name, example):
                        % (name, value, example)) from None
 
 
-def _parse_float(value, name, example):
+def _parse_float(value: Any, name: str, example: Any) -> float:
     try:
         return to_float(value)
     except ValueError:
@@ -224,7 +228,7 @@ def _parse_float(value, name, example):
 _EXAMPLES = {"deadline": "10m", "rate_limit_qps": 10, "rate_limit_burst": 10}
 
 
-def _example(setting):
+def _example(setting: Setting) -> Any:
     if setting.key in _EXAMPLES:
         return _EXAMPLES[setting.key]
     default = setting.default
@@ -233,7 +237,7 @@ def _example(setting):
     return "%g" % default if isinstance(default, float) else default
 
 
-def _parse(setting, value, name):
+def _parse(setting: Setting, value: Any, name: str) -> Any:
     """Value of ``setting`` given as ``value`` by ``name`` (option path or env var)."""
     kind = setting.kind
     if kind == "str":
@@ -269,7 +273,7 @@ def _parse(setting, value, name):
     return number
 
 
-def _unknown_keys(option):
+def _unknown_keys(option: dict[Any, Any]) -> dict[str, str] | None:
     unknown = sorted(str(k) for k in option if k not in OPTION_KEYS)
     if not unknown:
         return None
@@ -287,11 +291,12 @@ def _unknown_keys(option):
     return {"path": OPTION, "message": message}
 
 
-def _given(value):
+def _given(value: Any) -> bool:
     return value is not None and not (isinstance(value, str) and value.strip() == "")
 
 
-def resolve_settings(resilience_option=None, environ=None, state_store=None, store_failure=None):
+def resolve_settings(resilience_option: Any = None, environ: Mapping[str, str] | None = None,
+                     state_store: str | None = None, store_failure: str | None = None) -> ResilienceSettings:
     """Resolve every setting: option > env > preset > default; InvalidSpec lists all bad values.
 
     ``resilience_option`` is the module's ``resilience`` dict (None values mean "not set");
@@ -302,16 +307,18 @@ def resolve_settings(resilience_option=None, environ=None, state_store=None, sto
     option = resilience_option if resilience_option is not None else {}
     if not isinstance(option, dict):
         raise _invalid(OPTION, "%s must be a dictionary of settings, got %r" % (OPTION, option))
-    errors = []
+    errors: list[dict[str, str]] = []
     unknown = _unknown_keys(option)
     if unknown:
         errors.append(unknown)
     given = dict(option)
     given["state_store"] = state_store
     given["store_failure"] = store_failure
-    values, sources, given_as = {}, {}, {}
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    given_as: dict[str, tuple[str, Any]] = {}
 
-    def pick(setting, preset=None):
+    def pick(setting: Setting, preset: dict[str, Any] | None = None) -> None:
         """Set values/sources/given_as[setting.key] from the first place that gives it."""
         key = setting.key
         candidates = ((given.get(key), setting.option, "option"),
@@ -322,7 +329,7 @@ def resolve_settings(resilience_option=None, environ=None, state_store=None, sto
                 try:
                     values[key] = _parse(setting, value, name)
                 except InvalidSpec as exc:
-                    errors.extend(exc.details["errors"])
+                    errors.extend(cast(dict, exc.details)["errors"])  # field_error gives details
                     values[key] = setting.default
                 return
         if preset is not None and key in preset:

@@ -21,6 +21,10 @@ Every entry has a fixed size; :func:`merge` adds entries together (several conne
 provider in a task, or many tasks in a play) and :func:`summary` bounds how many keys a result
 carries. Nothing here holds a secret: provider keys are ``<type>:<name>`` with any URL redacted.
 """
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
 
 __all__ = ("CallStats", "merge", "summary", "COUNTERS", "SECONDS", "MAX_PROVIDERS", "OTHERS")
 
@@ -31,18 +35,18 @@ MAX_PROVIDERS = 100  # keys beyond it (sorted) are added up under OTHERS
 OTHERS = "(others)"
 
 
-def _empty():
-    entry = dict((name, 0) for name in COUNTERS)
+def _empty() -> dict[str, Any]:
+    entry: dict[str, Any] = dict((name, 0) for name in COUNTERS)
     entry.update((name, 0.0) for name in SECONDS)
     entry["transitions"] = []
     return entry
 
 
-def _number(value):
+def _number(value: Any) -> float:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def merge(total, entry):
+def merge(total: dict[str, Any], entry: Any) -> dict[str, Any]:
     """Add the entry ``entry`` to ``total`` (both in the ``resilience`` form); return ``total``.
 
     Values that are not non-negative numbers, or transitions that are not well formed, count as
@@ -68,10 +72,10 @@ def merge(total, entry):
     return total
 
 
-def summary(stats):
+def summary(stats: Iterable[CallStats]) -> dict[str, dict[str, Any]]:
     """The ``resilience`` result of a task from its CallStats: {provider key: entry}, keys
     beyond :data:`MAX_PROVIDERS` (in sorted order) added up under :data:`OTHERS`."""
-    by_key = {}
+    by_key: dict[str, dict[str, Any]] = {}
     for item in stats:
         merge(by_key.setdefault(item.key, _empty()), item.entry())
     keys = sorted(by_key)
@@ -84,40 +88,40 @@ def summary(stats):
 class CallStats:
     """The counts of one Policy (provider ``key``); the Policy calls the ``on_*`` methods."""
 
-    def __init__(self, key):
+    def __init__(self, key: str):
         self.key = key
         self._entry = _empty()
 
-    def entry(self):
+    def entry(self) -> dict[str, Any]:
         """A copy of the counts in the ``resilience`` entry form."""
         return merge(_empty(), self._entry)
 
-    def _add(self, name, amount=1):
+    def _add(self, name: str, amount: float = 1) -> None:
         self._entry[name] += amount
 
-    def on_call(self):
+    def on_call(self) -> None:
         self._add("calls")
 
-    def on_attempt(self):
+    def on_attempt(self) -> None:
         self._add("attempts")
 
-    def on_retry(self, delay):
+    def on_retry(self, delay: float) -> None:
         self._add("retries")
         self._add("backoff_seconds", max(0.0, float(delay)))
 
-    def on_rate_limit_wait(self, seconds):
+    def on_rate_limit_wait(self, seconds: float) -> None:
         if seconds > 0:
             self._add("rate_limit_waits")
             self._add("rate_limit_seconds", float(seconds))
 
-    def on_failure(self):
+    def on_failure(self) -> None:
         self._add("failures")
 
-    def on_refused(self):
+    def on_refused(self) -> None:
         self._add("refused")
 
-    def on_failed_call(self):
+    def on_failed_call(self) -> None:
         self._add("failed_calls")
 
-    def on_transition(self, before, after):
+    def on_transition(self, before: str, after: str) -> None:
         merge(self._entry, {"transitions": [{"from": before, "to": after, "count": 1}]})

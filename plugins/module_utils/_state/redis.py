@@ -27,14 +27,20 @@ are then closed, which also ends the abandoned thread's wait. So does the first 
 Sentinel or Cluster store, which may ask several Sentinels or nodes in turn before it finds its
 server; each Sentinel gets a share of the time limit, so a hung one leaves time to ask the next.
 """
+from __future__ import annotations
+
 import json
 import random
 import time
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    InvalidSpec, Timeout, Unauthorized, redact)
+    InvalidSpec, Timeout, Unauthorized, VirtError, redact)
 from ansible_collections.resilient.virt.plugins.module_utils._state.store import (
-    DEFAULT_TIMEOUT, StateStore, check_namespace)
+    DEFAULT_TIMEOUT, Change, Record, StateStore, check_namespace)
+
+if TYPE_CHECKING:  # redis_url.py is imported only for a Sentinel or Cluster URL
+    from ansible_collections.resilient.virt.plugins.module_utils._state.redis_url import RedisSpec
 
 __all__ = ("RedisStore", "PREFIX")
 
@@ -43,23 +49,23 @@ PREFIX = "resilient_virt:"
 _READ_WITH_CLOCK = "return {redis.call('GET', KEYS[1]), redis.call('TIME')}"
 
 
-def _dumps(record):
+def _dumps(record: Record) -> str:
     return json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 class RedisStore(StateStore):
     """State store on the Redis server, Sentinel-watched primary or Cluster at ``url``."""
 
-    def __init__(self, url, timeout=DEFAULT_TIMEOUT):
+    def __init__(self, url: str, timeout: float = DEFAULT_TIMEOUT):
         import redis
 
         self.url = redact(url)
         self.timeout = float(timeout)
-        self._client = None
-        self._sentinel = None
+        self._client: Any = None
+        self._sentinel: Any = None
         self._warm = False  # a Sentinel or Cluster store has found its servers once
         scheme = url.split("://", 1)[0].lower()
-        self._spec = None
+        self._spec: RedisSpec | None = None
         if "+" in scheme:
             from ansible_collections.resilient.virt.plugins.module_utils._state.redis_url import (
                 parse_redis_url)
@@ -77,33 +83,33 @@ class RedisStore(StateStore):
                               % (self.url, redact(exc))) from exc
 
     @property
-    def cluster(self):
+    def cluster(self) -> bool:
         return self._spec is not None and self._spec.kind == "cluster"
 
-    def _socket_options(self, retry=True):
+    def _socket_options(self, retry: bool = True) -> dict[str, Any]:
         """Socket time limits, and no retries inside redis-py (``retry`` False: no argument)."""
-        options = {"socket_timeout": self.timeout, "socket_connect_timeout": self.timeout}
+        options: dict[str, Any] = {"socket_timeout": self.timeout, "socket_connect_timeout": self.timeout}
         if retry:
             from redis.backoff import NoBackoff
             from redis.retry import Retry
             options["retry"] = Retry(NoBackoff(), 0)
         return options
 
-    def _tls_options(self):
-        spec = self._spec
+    def _tls_options(self) -> dict[str, Any]:
+        spec = cast("RedisSpec", self._spec)  # called for Sentinel and Cluster URLs only
         if not spec.tls:
             return {}
         return {"ssl": True, "ssl_cert_reqs": "required" if spec.verify else "none",
                 "ssl_check_hostname": spec.verify, "ssl_ca_certs": spec.ssl_ca_certs}
 
-    def _connect(self):
+    def _connect(self) -> Any:
         """The redis-py client, made on first use (a Cluster client talks to the nodes at once)."""
         if self._client is not None:
             return self._client
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
-        spec = self._spec
+        spec = cast("RedisSpec", self._spec)  # a plain URL made its client in __init__
         auth = {"username": spec.username, "password": spec.password}
         if spec.kind == "sentinel":
             from redis.sentinel import Sentinel
@@ -123,7 +129,7 @@ class RedisStore(StateStore):
                                                     **self._tls_options()))
         return self._client
 
-    def _disconnect(self):
+    def _disconnect(self) -> None:
         """Close every connection (to the servers and the Sentinels) this store holds."""
         client = self._client
         if client is None:
@@ -135,21 +141,21 @@ class RedisStore(StateStore):
         for sentinel in (self._sentinel.sentinels if self._sentinel else ()):
             sentinel.connection_pool.disconnect()
 
-    def _index(self, namespace):
+    def _index(self, namespace: str) -> str:
         check_namespace(namespace)
         return PREFIX + ("{%s}" % namespace if self.cluster else namespace)
 
-    def _key(self, namespace, key):
+    def _key(self, namespace: str, key: str) -> str:
         return "%s:%s" % (self._index(namespace), key)
 
-    def _run(self, operation, timeout=None):
+    def _run(self, operation: Callable[[Any], Any], timeout: float | None = None) -> Any:
         """``operation(client)`` within the time limit, Redis failures turned into VirtErrors."""
         import redis
 
         self.check()
         limit = self.limit(timeout)
 
-        def run():
+        def run() -> Any:
             return operation(self._connect())
 
         try:
@@ -176,15 +182,16 @@ class RedisStore(StateStore):
             # this one ("I/O operation on closed file"): the store's outage, not a new error
             raise self.failure from exc
 
-    def _failure(self, exc):
+    def _failure(self, exc: BaseException) -> VirtError:
         """The VirtError for a redis-py failure that is not a time limit."""
         from redis.sentinel import MasterNotFoundError
 
         text = str(exc)
         detail = redact(exc)
         if isinstance(exc, MasterNotFoundError):  # its text holds every Sentinel client's repr
+            spec = cast("RedisSpec", self._spec)  # only a Sentinel store meets it
             detail = "no Sentinel (%s) named a primary for %r" % (
-                ", ".join("%s:%d" % node for node in self._spec.nodes), self._spec.service)
+                ", ".join("%s:%d" % node for node in spec.nodes), spec.service)
         if "CERTIFICATE_VERIFY_FAILED" in text:
             return Unauthorized("state store %s: TLS certificate verification failed (%s); "
                                 "connect by a name the certificate lists, and add "
@@ -202,15 +209,15 @@ class RedisStore(StateStore):
                              "master name" % detail, exc)
         return self.fail("is unavailable: %s: %s" % (type(exc).__name__, detail), exc)
 
-    def get(self, namespace, key, timeout=None):
+    def get(self, namespace: str, key: str, timeout: float | None = None) -> Record | None:
         rkey = self._key(namespace, key)
         raw = self._run(lambda client: client.get(rkey), timeout)
         return None if raw is None else json.loads(raw)
 
-    def items(self, namespace, prefix="", timeout=None):
+    def items(self, namespace: str, prefix: str = "", timeout: float | None = None) -> dict[str, Record]:
         index = self._index(namespace)
 
-        def read(client):
+        def read(client: Any) -> dict[str, Record]:
             keys = sorted(k for k in (m.decode() for m in client.smembers(index))
                           if k.startswith(prefix))
             values = client.mget(["%s:%s" % (index, k) for k in keys]) if keys else []
@@ -218,10 +225,10 @@ class RedisStore(StateStore):
 
         return self._run(read, timeout)
 
-    def update(self, namespace, key, fn, timeout=None):
+    def update(self, namespace: str, key: str, fn: Change, timeout: float | None = None) -> Any:
         return self._run(lambda client: self._update(client, namespace, key, fn), timeout)
 
-    def _read(self, pipe, rkey):
+    def _read(self, pipe: Any, rkey: str) -> tuple[bytes | None, float]:
         """The record's raw value and the server clock, in a pipeline that WATCHes ``rkey``."""
         if self.cluster:
             raw, (seconds, micros) = pipe.execute_command("EVAL", _READ_WITH_CLOCK, 1, rkey)
@@ -230,7 +237,7 @@ class RedisStore(StateStore):
         seconds, micros = pipe.time()
         return raw, seconds + micros / 1e6
 
-    def _update(self, client, namespace, key, fn):
+    def _update(self, client: Any, namespace: str, key: str, fn: Change) -> Any:
         from redis.exceptions import WatchError
 
         index = self._index(namespace)
@@ -261,10 +268,10 @@ class RedisStore(StateStore):
                     conflicts += 1
                     time.sleep(random.uniform(0, min(0.02, 0.001 * conflicts)))
 
-    def delete(self, namespace, key, timeout=None):
+    def delete(self, namespace: str, key: str, timeout: float | None = None) -> None:
         index = self._index(namespace)
 
-        def remove(client):
+        def remove(client: Any) -> None:
             with client.pipeline(transaction=True) as pipe:
                 pipe.delete("%s:%s" % (index, key))
                 pipe.srem(index, key)
@@ -272,8 +279,8 @@ class RedisStore(StateStore):
 
         self._run(remove, timeout)
 
-    def now(self):
-        def clock(client):
+    def now(self) -> float:
+        def clock(client: Any) -> float:
             if self.cluster:  # one node's clock, always the same one
                 seconds, micros = client.eval("return redis.call('TIME')", 1, PREFIX + "clock")
                 return int(seconds) + int(micros) / 1e6
@@ -282,7 +289,7 @@ class RedisStore(StateStore):
 
         return self._run(clock)
 
-    def close(self):
+    def close(self) -> None:
         if self._client is not None:
             self._client.close()
         for sentinel in (self._sentinel.sentinels if self._sentinel else ()):

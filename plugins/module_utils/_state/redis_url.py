@@ -12,6 +12,8 @@
 
 User names and passwords may be percent-encoded (``%40`` for ``@``).
 """
+from __future__ import annotations
+
 from urllib.parse import parse_qsl, unquote
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, redact
@@ -31,24 +33,26 @@ class RedisSpec:
     ``db``, ``username``, ``password``, ``sentinel_username``, ``sentinel_password``, ``tls``,
     ``ssl_ca_certs`` and ``verify`` (False only with ``ssl_cert_reqs=none``)."""
 
-    def __init__(self, kind, tls):
+    def __init__(self, kind: str, tls: bool):
         self.kind = kind
         self.tls = tls
-        self.nodes = []
-        self.service = None
+        self.nodes: list[tuple[str, int]] = []
+        self.service: str | None = None
         self.db = 0
-        self.username = self.password = None
-        self.sentinel_username = self.sentinel_password = None
-        self.ssl_ca_certs = None
+        self.username: str | None = None
+        self.password: str | None = None
+        self.sentinel_username: str | None = None
+        self.sentinel_password: str | None = None
+        self.ssl_ca_certs: str | None = None
         self.verify = True
 
 
-def _refuse(url, problem):
+def _refuse(url: str, problem: str) -> InvalidSpec:
     return InvalidSpec("state_store %s: %s; accepted forms: %s"
                        % (redact(url), problem, ACCEPTED_FORMS))
 
 
-def _node(url, text, default_port):
+def _node(url: str, text: str, default_port: int) -> tuple[str, int]:
     if text.startswith("["):  # [IPv6]:port
         host, bracket, rest = text[1:].partition("]")
         if not bracket or (rest and not rest.startswith(":")):
@@ -67,7 +71,7 @@ def _node(url, text, default_port):
     return host, int(port)
 
 
-def _path(url, spec, path):
+def _path(url: str, spec: RedisSpec, path: str) -> None:
     parts = [part for part in path.split("/") if part]
     if spec.kind == "cluster":
         if parts not in ([], ["0"]):
@@ -83,7 +87,7 @@ def _path(url, spec, path):
         spec.db = int(parts[1])
 
 
-def _query(url, spec, query):
+def _query(url: str, spec: RedisSpec, query: str) -> None:
     allowed = _OPTIONS[spec.kind] + (_TLS_OPTIONS if spec.tls else ())
     try:
         pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
@@ -102,7 +106,7 @@ def _query(url, spec, query):
             setattr(spec, name, value)
 
 
-def parse_redis_url(url):
+def parse_redis_url(url: str) -> RedisSpec:
     """The :class:`RedisSpec` of a ``redis+sentinel``/``redis+cluster`` URL (InvalidSpec if bad)."""
     scheme, sep, rest = url.partition("://")
     if not sep or scheme.lower() not in SCHEMES:

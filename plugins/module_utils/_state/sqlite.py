@@ -11,15 +11,21 @@ the fix in the message. The file and its ``-wal``/``-shm`` companions are create
 missing directories 0700. Values are JSON text; the ``meta`` table holds ``schema_version`` so
 the layout can evolve.
 """
+from __future__ import annotations
+
 import json
 import os
 import stat
 import threading
 import time
+from typing import TYPE_CHECKING, Any, Callable
 
-from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
+from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, StoreUnavailable
 from ansible_collections.resilient.virt.plugins.module_utils._state.store import (
-    DEFAULT_TIMEOUT, StateStore, check_namespace)
+    DEFAULT_TIMEOUT, Change, Record, StateStore, check_namespace)
+
+if TYPE_CHECKING:  # sqlite3 is imported on first use
+    import sqlite3
 
 __all__ = ("SQLiteStore", "SCHEMA_VERSION")
 
@@ -38,15 +44,15 @@ _ITEMS = ("SELECT key, value FROM records WHERE namespace = ? AND substr(key, 1,
 _PUT = "INSERT OR REPLACE INTO records (namespace, key, value, updated_at) VALUES (?, ?, ?, ?)"
 _DELETE = "DELETE FROM records WHERE namespace = ? AND key = ?"
 
-_CONNECTIONS = {}  # path -> _Connection of this process
-_INHERITED = []  # connections inherited through fork: kept alive, never touched again
+_CONNECTIONS: dict[str, _Connection] = {}  # path -> _Connection of this process
+_INHERITED: list[_Connection] = []  # connections inherited through fork: kept alive, never touched again
 
 
-def _dumps(record):
+def _dumps(record: Record) -> str:
     return json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
-def _private_file(path):
+def _private_file(path: str) -> None:
     """Create ``path`` if missing with mode 0600, and tighten it to 0600 if it is ours."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
     try:
@@ -57,7 +63,7 @@ def _private_file(path):
         os.close(fd)
 
 
-def _private_dir(path):
+def _private_dir(path: str) -> None:
     """Create ``path`` and any missing parent with mode 0700 (existing ones are left alone)."""
     missing = []
     while not os.path.isdir(path):
@@ -71,7 +77,7 @@ def _private_dir(path):
         os.chmod(name, 0o700)
 
 
-def _open_directory(path):
+def _open_directory(path: str) -> list[str]:
     """[a warning] when ``path``, the store's directory, is writable by other users without the
     sticky bit (mode 0777, 0775): they could replace the store and so its breakers and records.
     A directory that existed is left as it is (it may be shared); the warning says the fix."""
@@ -89,13 +95,13 @@ def _open_directory(path):
 class _Connection:
     __slots__ = ("pid", "db", "lock")
 
-    def __init__(self, db):
+    def __init__(self, db: sqlite3.Connection):
         self.pid = os.getpid()
         self.db = db
         self.lock = threading.Lock()
 
 
-def _until_unlocked(statement, timeout):
+def _until_unlocked(statement: Callable[[], Any], timeout: float) -> Any:
     """``statement()``, tried again while SQLite says locked, for at most ``timeout`` seconds.
 
     Switching a new file to WAL needs the file to itself, and SQLite refuses at once (its busy
@@ -116,7 +122,7 @@ def _until_unlocked(statement, timeout):
         pause = min(pause * 2, 0.05)
 
 
-def _connect(path, timeout):
+def _connect(path: str, timeout: float) -> sqlite3.Connection:
     import sqlite3
 
     _private_dir(os.path.dirname(path))
@@ -156,14 +162,14 @@ def _connect(path, timeout):
 class SQLiteStore(StateStore):
     """State store in the SQLite file ``path`` (absolute); ``timeout`` bounds each operation."""
 
-    def __init__(self, path, timeout=DEFAULT_TIMEOUT):
+    def __init__(self, path: str, timeout: float = DEFAULT_TIMEOUT):
         self.path = path
         self.url = "sqlite://" + path
         self.timeout = float(timeout)
         self._run(lambda db: None)  # fail now, with a clear message, if the file cannot be used
         self.warnings = _open_directory(os.path.dirname(path))
 
-    def _conn(self, limit):
+    def _conn(self, limit: float) -> _Connection:
         conn = _CONNECTIONS.get(self.path)
         if conn is not None and conn.pid == os.getpid():
             return conn
@@ -183,7 +189,7 @@ class SQLiteStore(StateStore):
         self.closed = False
         return conn
 
-    def _failure(self, exc, limit):
+    def _failure(self, exc: BaseException, limit: float) -> StoreUnavailable:
         """The StoreUnavailable for a SQLite error, with what to do about it."""
         text = str(exc)
         if any(word in text for word in _LOCKED):
@@ -198,7 +204,7 @@ class SQLiteStore(StateStore):
                        "at a writable file" % (type(exc).__name__, text))
         return self.fail(message, exc)
 
-    def _run(self, work, timeout=None):
+    def _run(self, work: Callable[[sqlite3.Connection], Any], timeout: float | None = None) -> Any:
         """``work(db)`` on this process's connection, every wait bounded by the time limit."""
         import sqlite3
 
@@ -218,21 +224,21 @@ class SQLiteStore(StateStore):
         finally:
             conn.lock.release()
 
-    def get(self, namespace, key, timeout=None):
+    def get(self, namespace: str, key: str, timeout: float | None = None) -> Record | None:
         check_namespace(namespace)
         row = self._run(lambda db: db.execute(_GET, (namespace, key)).fetchone(), timeout)
         return json.loads(row[0]) if row else None
 
-    def items(self, namespace, prefix="", timeout=None):
+    def items(self, namespace: str, prefix: str = "", timeout: float | None = None) -> dict[str, Record]:
         check_namespace(namespace)
         rows = self._run(lambda db: db.execute(_ITEMS, (namespace, len(prefix), prefix)).fetchall(),
                          timeout)
         return {key: json.loads(value) for key, value in rows}
 
-    def update(self, namespace, key, fn, timeout=None):
+    def update(self, namespace: str, key: str, fn: Change, timeout: float | None = None) -> Any:
         check_namespace(namespace)
 
-        def work(db):
+        def work(db: sqlite3.Connection) -> Any:
             db.execute("BEGIN IMMEDIATE")
             try:
                 row = db.execute(_GET, (namespace, key)).fetchone()
@@ -254,14 +260,14 @@ class SQLiteStore(StateStore):
 
         return self._run(work, timeout)
 
-    def delete(self, namespace, key, timeout=None):
+    def delete(self, namespace: str, key: str, timeout: float | None = None) -> None:
         check_namespace(namespace)
         self._run(lambda db: db.execute(_DELETE, (namespace, key)), timeout)
 
-    def now(self):
+    def now(self) -> float:
         return time.time()
 
-    def close(self):
+    def close(self) -> None:
         """Close this process's connection to the file; a later call reopens it."""
         conn = _CONNECTIONS.get(self.path)
         if conn is not None and conn.pid == os.getpid():

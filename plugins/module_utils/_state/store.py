@@ -20,14 +20,21 @@ Store URLs (option ``state_store``, env ``RESILIENT_VIRT_STATE_STORE``):
 * ``rediss+sentinel://`` and ``rediss+cluster://`` - the same over TLS, verified as above
   (``?ssl_ca_certs=/path/ca.pem``). See ``redis_url`` for every detail.
 """
+from __future__ import annotations
+
 import os
 import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, Optional, cast
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, StoreUnavailable, redact)
 
 __all__ = ("StateStore", "open_store", "check_url", "default_store_url", "ENV_VAR", "DEFAULT_TIMEOUT",
-           "ACCEPTED_FORMS")
+           "ACCEPTED_FORMS", "Record", "Change")
+
+Record = dict[str, Any]  # a stored record: a JSON-able dict
+Change = Callable[[Optional[Record], float], tuple[Optional[Record], Any]]  # what update() runs
 
 ENV_VAR = "RESILIENT_VIRT_STATE_STORE"
 DEFAULT_TIMEOUT = 5.0  # seconds one operation may take when the caller gives no limit
@@ -38,12 +45,12 @@ ACCEPTED_FORMS = ("sqlite:///abs/path/state.db, sqlite://~/path/state.db, redis:
                   "redis+cluster://host:port[,host:port...] (rediss+sentinel and rediss+cluster "
                   "for TLS; a password goes before the host as :password@, with a user as "
                   "user:password@; a Sentinel's own in the query parameter sentinel_password)")
-_OPEN = {}  # (pid, url) -> store opened by open_store in this process
+_OPEN: dict[tuple[int, str], StateStore] = {}  # (pid, url) -> store opened by open_store in this process
 _REDIS_SCHEMES = ("redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster",
                   "rediss+cluster")
 
 
-def check_namespace(namespace):
+def check_namespace(namespace: Any) -> None:
     """Namespaces are identifiers chosen by the code (never by users); refuse anything else."""
     if not isinstance(namespace, str) or not _NAMESPACE.match(namespace):
         raise ValueError("state store namespace must match %s, got %r"
@@ -59,21 +66,21 @@ class StateStore:
     that same error at once (:attr:`failure`), so a task never waits twice on a dead store.
     """
 
-    url = None
-    warnings = ()  # what the user should know about the store (an unsafe directory); modules show it
+    url: str | None = None
+    warnings: Sequence[str] = ()  # what the user should know about the store (an unsafe directory); modules show it
     closed = False
     timeout = DEFAULT_TIMEOUT
-    failure = None
+    failure: StoreUnavailable | None = None
 
-    def get(self, namespace, key, timeout=None):
+    def get(self, namespace: str, key: str, timeout: float | None = None) -> Record | None:
         """The record as a dict, or None."""
         raise NotImplementedError
 
-    def items(self, namespace, prefix="", timeout=None):
+    def items(self, namespace: str, prefix: str = "", timeout: float | None = None) -> dict[str, Record]:
         """All records of ``namespace`` whose key starts with ``prefix``: {key: dict}."""
         raise NotImplementedError
 
-    def update(self, namespace, key, fn, timeout=None):
+    def update(self, namespace: str, key: str, fn: Change, timeout: float | None = None) -> Any:
         """Atomically replace the record with ``fn(current, now) -> (new, result)``; return result.
 
         ``current`` is the record or None; ``now`` is :meth:`now`. ``new`` None deletes the record.
@@ -81,44 +88,44 @@ class StateStore:
         """
         raise NotImplementedError
 
-    def delete(self, namespace, key, timeout=None):
+    def delete(self, namespace: str, key: str, timeout: float | None = None) -> None:
         raise NotImplementedError
 
-    def now(self):
+    def now(self) -> float:
         """Epoch seconds on the clock every user of this store agrees on."""
         raise NotImplementedError
 
-    def limit(self, timeout=None):
+    def limit(self, timeout: float | None = None) -> float:
         """Seconds one operation may take: ``timeout`` capped by :attr:`timeout`."""
         return self.timeout if timeout is None else max(0.0, min(self.timeout, timeout))
 
-    def check(self):
+    def check(self) -> None:
         """Raise the failure that ended this store's use in this process, if any."""
         if self.failure is not None:
             raise self.failure
 
-    def fail(self, message, cause=None):
+    def fail(self, message: str, cause: BaseException | None = None) -> StoreUnavailable:
         """Record and return the StoreUnavailable that ends this store's use in this process."""
-        self.failure = StoreUnavailable(self.describe(), message, cause=cause)
-        return self.failure
+        failure = self.failure = StoreUnavailable(self.describe(), message, cause=cause)
+        return failure
 
-    def close(self):
+    def close(self) -> None:
         raise NotImplementedError
 
-    def describe(self):
+    def describe(self) -> str:
         """The URL without any password, safe for logs and results."""
-        return self.url
+        return cast(str, self.url)  # every store sets its url
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "%s(%s)" % (type(self).__name__, self.describe())
 
 
-def default_store_url():
+def default_store_url() -> str:
     return "sqlite://" + os.path.join(os.path.expanduser("~"), ".ansible", "resilient_virt",
                                       "state.db")
 
 
-def _sqlite_path(url):
+def _sqlite_path(url: str) -> str:
     path = url[len("sqlite://"):]
     if path.startswith("~"):
         path = os.path.expanduser(path)
@@ -128,7 +135,7 @@ def _sqlite_path(url):
     return os.path.normpath(path)
 
 
-def _open(url, timeout):
+def _open(url: str, timeout: float) -> StateStore:
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme == "sqlite":
         from ansible_collections.resilient.virt.plugins.module_utils._state.sqlite import SQLiteStore
@@ -140,13 +147,13 @@ def _open(url, timeout):
                       % (redact(url), ACCEPTED_FORMS, ENV_VAR))
 
 
-def _url(url, environ):
+def _url(url: str | None, environ: Mapping[str, str] | None) -> str:
     if environ is None:
         environ = os.environ
     return (url or environ.get(ENV_VAR) or default_store_url()).strip()
 
 
-def check_url(url=None, environ=None):
+def check_url(url: str | None = None, environ: Mapping[str, str] | None = None) -> None:
     """Raise InvalidSpec naming the store when the URL that :func:`open_store` would use is not
     a state store URL; nothing is opened or contacted."""
     url = _url(url, environ)
@@ -163,7 +170,8 @@ def check_url(url=None, environ=None):
         _open(url, DEFAULT_TIMEOUT)  # the error of an unsupported URL
 
 
-def open_store(url=None, environ=None, timeout=None):
+def open_store(url: str | None = None, environ: Mapping[str, str] | None = None,
+               timeout: float | None = None) -> StateStore:
     """The store for ``url``, else ``$RESILIENT_VIRT_STATE_STORE``, else the default SQLite file.
 
     ``timeout`` bounds each operation (default :data:`DEFAULT_TIMEOUT`). Stores are cached per
