@@ -218,7 +218,7 @@ class Session:
         if tree is None and found:
             tree = self.tree([p.get(key) for p in props_list
                               for key in ("parent", "resourcePool")])
-        tags_of = tags_of or (lambda moids: self.tags_of(moids))
+        tags_of = tags_of or self.tags_of
         tags = tags_of([ref._moId for ref, props in found]) if found else {}
         return [new_vm(self.provider, props.get("name"), tags=tags.get(ref._moId, []),
                        placement=vm_placement(props, tree, self._hosts),
