@@ -10,12 +10,12 @@ cycle (removals, deletions, each VM's coverage).
 """
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple, NoReturn
 
+from ansible_collections.resilient.virt.plugins.module_utils._failover.naming import (  # noqa: F401
+    NameAllocator, sanitize_az_for_name)  # kept here for importers
 from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
 
 __all__ = ("Hypervisor", "VM", "Reservation", "RESOURCE_KEYS", "resource_error", "vm_fits",
@@ -246,52 +246,6 @@ def sizes_by_host(items: Iterable[VM | Reservation]) -> dict[str, tuple[int, int
         old_cpu, old_memory = out.get(item.host, (0, 0))
         out[item.host] = (old_cpu + cpu, old_memory + memory)
     return out
-
-
-# -- Names for new reservations: ``failover-<zone>-<suffix>``, unique and reproducible.
-
-MAX_AZ_SEGMENT = 9
-_INVALID = re.compile(r"[^a-z0-9-]+")
-_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
-
-
-def sanitize_az_for_name(az: str | None) -> str:
-    """Lower-case, drop characters outside [a-z0-9-], cut to 9, trim '-'; "" -> "unknown"."""
-    out = _INVALID.sub("", (az or "").lower())[:MAX_AZ_SEGMENT].strip("-")
-    return out or "unknown"
-
-
-def _suffix(seed: str, length: int = 5) -> str:
-    number = int.from_bytes(hashlib.sha256(seed.encode("utf-8")).digest()[:8], "big")
-    chars = []
-    for _dummy in range(length):
-        number, digit = divmod(number, len(_ALPHABET))
-        chars.append(_ALPHABET[digit])
-    return "".join(chars)
-
-
-class NameAllocator:
-    """Hands out names not among ``taken``; the same seeds in the same order give the same names."""
-
-    def __init__(self, taken: Iterable[str] = ()):
-        self._taken = set(taken)
-
-    def claim(self, name: str) -> bool:
-        """Take ``name`` when no reservation has it; False when one does."""
-        if name in self._taken:
-            return False
-        self._taken.add(name)
-        return True
-
-    def new_name(self, az: str, seed: str) -> str:
-        prefix = "failover-%s-" % sanitize_az_for_name(az)
-        attempt = 0
-        while True:
-            name = prefix + _suffix("%s#%d" % (seed, attempt))
-            if name not in self._taken:
-                self._taken.add(name)
-                return name
-            attempt += 1
 
 
 # -- What one reconcile cycle decided: the reservations to keep, what changed, and why.

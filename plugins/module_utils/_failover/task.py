@@ -10,9 +10,9 @@ backends that can hold capacity natively are kept in step with them.
 from ansible_collections.resilient.virt.plugins.module_utils._failover import storage
 from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import (
     check_requirements_met)
+from ansible_collections.resilient.virt.plugins.module_utils._failover.cycle_inputs import Fleet
 from ansible_collections.resilient.virt.plugins.module_utils._failover.evacuation import (
     execute_move, plan_evacuation)
-from ansible_collections.resilient.virt.plugins.module_utils._failover.fleet import Fleet
 from ansible_collections.resilient.virt.plugins.module_utils._failover.reconcile import run_cycle
 from ansible_collections.resilient.virt.plugins.module_utils._failover.settings import FailoverSettings
 from ansible_collections.resilient.virt.plugins.module_utils._input import check_int, check_text

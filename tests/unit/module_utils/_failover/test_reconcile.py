@@ -5,7 +5,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.model imp
     VM, Hypervisor, Reservation)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.reconcile import (
     REPLACED, run_cycle)
-from ansible_collections.resilient.virt.plugins.module_utils._failover.placement import (
+from ansible_collections.resilient.virt.plugins.module_utils._failover.slots import (
     Need, select_window, slot_pairs)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.settings import (
     FailoverSettings)

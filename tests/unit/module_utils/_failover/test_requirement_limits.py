@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from ansible_collections.resilient.virt.plugins.module_utils._failover import reconcile
+from ansible_collections.resilient.virt.plugins.module_utils._failover import joining
 from ansible_collections.resilient.virt.plugins.module_utils._failover.bounds import (
     lower_bound, reservations_for_pairs)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import (
@@ -166,7 +166,7 @@ def test_the_shallower_search_finds_the_same_plans(monkeypatch):
         limit = rng.random() < 0.5
         shallow, _last = _cycles(hypervisors, vms, requirements, 2, limit=limit)
         with monkeypatch.context() as patch:  # as deep as the VM's missing slots
-            patch.setattr(reconcile._Cycle, "_hosts_left", lambda *args: 10 ** 9)
+            patch.setattr(joining, "hosts_left", lambda *args: 10 ** 9)
             deep, _last = _cycles(hypervisors, vms, requirements, 2, limit=limit)
         assert shallow == deep
 
@@ -186,7 +186,7 @@ def test_planning_past_the_deadline_stops_with_timeout(monkeypatch):
     assert "resilience.deadline (0s)" in str(caught.value)
     assert caught.value.details == {"deadline": 0.0}
     # a search that would run for minutes (every branch, as deep as the missing slots) stops
-    monkeypatch.setattr(reconcile._Cycle, "_hosts_left", lambda *args: 10 ** 9)
+    monkeypatch.setattr(joining, "hosts_left", lambda *args: 10 ** 9)
     settings = FailoverSettings(requirements={"web": 8})
     reservations = run_cycle(hypervisors, vms, [], settings, NOW).reservations
     with _within(10), pytest.raises(Timeout, match=r"resilience.deadline \(0.5s\)"):

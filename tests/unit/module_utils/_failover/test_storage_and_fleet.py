@@ -11,7 +11,7 @@ import pytest
 
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import resolve_settings
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
-from ansible_collections.resilient.virt.plugins.module_utils._failover.fleet import Fleet, _whole
+from ansible_collections.resilient.virt.plugins.module_utils._failover.cycle_inputs import Fleet, _whole
 from ansible_collections.resilient.virt.plugins.module_utils._failover.model import (
     VM, Hypervisor, Reservation)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.model import CycleResult

@@ -3,7 +3,7 @@
 """Where a VM's missing slots go: free room per host, which VMs a cycle serves, and the search.
 
 A cycle serves the VMs short of slots, largest first, in a rotating window; for each it offers
-the reservations of its zone (ordered by the cycle's strategy, see ``reconcile``), then a new
+the reservations of its zone (ordered by the cycle's strategy, see ``joining``), then a new
 reservation on the hypervisor with the most free room, and chooses the VM's missing slots
 together so an early choice does not strand a later one; a VM missing two slots first looks
 for two existing reservations it can take together.
@@ -326,7 +326,7 @@ def search_slots(missing, options, apply, undo):
 # partner among the existing reservations opens a new one, even where two others would take it
 # together: around one much shared reservation, every VM then holds a slot there and one of its
 # own. Looking at pairs first lets the reservations' graph close into triangles (u in a and b,
-# w in a and c, v in b and c) and holds one reservation less per such VM; reconcile bars the
+# w in a and c, v in b and c) and holds one reservation less per such VM; joining bars the
 # triangle whose b and c serve u and w alone, as the reference system leaves it open.
 # Each VM that joins a reservation also closes pairs for the VMs after it: rule 5 bars a VM from
 # holding two reservations that VMs of one hypervisor use. A plan whose hypervisors close the same

@@ -7,7 +7,7 @@ current plan *realizes* a target reservation when it is on the same hypervisor a
 VMs that the target reservation serves; a VM has *moved* when the reservations it holds realize
 its target reservations. A VM that has not moved moves whole, all its slots in one step, into
 the reservations realizing its targets (new ones where none does yet); the step is taken only
-when rules 1-5 hold after it (see reconcile), so the plan is valid at every step.
+when rules 1-5 hold after it (see towards_target), so the plan is valid at every step.
 """
 from typing import NamedTuple
 

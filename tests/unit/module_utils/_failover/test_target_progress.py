@@ -1,5 +1,5 @@
 """How far a zone's plan has moved towards a target plan."""
-from ansible_collections.resilient.virt.plugins.module_utils._failover.migration import progress
+from ansible_collections.resilient.virt.plugins.module_utils._failover.target_progress import progress
 from ansible_collections.resilient.virt.plugins.module_utils._failover.model import Reservation
 
 

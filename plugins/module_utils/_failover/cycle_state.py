@@ -1,0 +1,227 @@
+# Copyright: resilient.virt contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The state of one cycle's plan, passed from step to step, and what changes it."""
+from dataclasses import replace
+
+
+from ansible_collections.resilient.virt.plugins.module_utils._conditions import (
+    READY, make_condition)
+from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import (
+    required_count)
+from ansible_collections.resilient.virt.plugins.module_utils._failover.model import (
+    CycleResult, Deletion, NameAllocator, Removal, Reservation, reservation_size)
+from ansible_collections.resilient.virt.plugins.module_utils._failover.slots import ZoneIndex
+from ansible_collections.resilient.virt.plugins.module_utils._time import format_time
+from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
+
+ACTIVE_REASON = "ReservationActive"
+ACTIVE_MESSAGE = "Failover reservation is active and ready"
+EMPTY = "Empty"
+EMPTY_MESSAGE = "no VM uses this reservation any more"
+REPLACED = "Replaced: the VM could not get all its required slots while holding this one"
+CONSOLIDATED = "Consolidated: moved to %s"
+CONSOLIDATED_MESSAGE = "its VMs moved to other reservations (consolidation)"
+
+PACK = "pack"
+GREEDY = "greedy"
+FOLLOW = "follow"
+
+
+def _unique(items, key, what):
+    seen = {}
+    for index, item in enumerate(items):
+        name = getattr(item, key)
+        if name in seen:
+            raise field_error("%s[%d].%s" % (what, index, key), "%r is used twice (also at index %d); "
+                              "every %s must be unique" % (name, seen[name], key))
+        seen[name] = index
+    return {getattr(item, key): item for item in items}
+
+
+def growth(res, vm):
+    """(cpu, memory_mb) that ``res`` must grow by to fit ``vm``."""
+    cpu, mem = reservation_size(res.resources)
+    return max(0, (vm.vcpus or 0) - cpu), max(0, (vm.memory_mb or 0) - mem)
+
+
+class CycleState:
+    def __init__(self, hypervisors, vms, reservations, settings, now, cycle, running, strategy,
+                 stop=None, order=0, target=None, clock=None):
+        self.hv = _unique(hypervisors, "name", "hypervisors")
+        self.vms = _unique(vms, "uuid", "vms")
+        originals = _unique(reservations, "name", "reservations")
+        self.work = {name: replace(res, allocations=dict(res.allocations),
+                                   resources=dict(res.resources),
+                                   conditions=[dict(c) for c in res.conditions])
+                     for name, res in sorted(originals.items())}
+        self.settings = settings
+        self.strategy = strategy
+        self.now = now
+        self.stamp = format_time(now)
+        self.cycle = cycle
+        self.hosts = dict(running)
+        self.hosts.update((uuid, vm.host) for uuid, vm in self.vms.items())
+        self.result = CycleResult(reservations=[])
+        self.changed = set()
+        self.names = NameAllocator(originals)
+        self.graph = None
+        self.ledger = None
+        self.zones = {}
+        self.status = {}
+        self.required = {uuid: required_count(vm.flavor, settings.requirements)
+                         for uuid, vm in self.vms.items()}
+        self.multi = {uuid: count > 1 for uuid, count in self.required.items()}
+        self.multi_on_host = {}  # hypervisor -> its VMs that require two or more slots
+        for uuid, vm in self.vms.items():
+            if self.multi[uuid]:
+                self.multi_on_host[vm.host] = self.multi_on_host.get(vm.host, 0) + 1
+        self.serves_multi = {}
+        self.checks = 0  # join questions asked (_may_join, _may_grow)
+        self.stop = stop  # {zone: figures} past which the plain greedy stops (see _Dominated)
+        self.held = {}  # with stop: {zone: [memory_mb, reservations, slots missing]} so far
+        self.order = order
+        self.target = target  # (figures now) -> the Target to move towards, built when needed
+        self.target_plan = None  # its result, once built
+        self.settled = False  # step 5 gave no VM a slot and left none short
+        self.protected = set()  # reservations realizing the target: consolidation leaves them
+        self.clock = clock  # PlanningDeadline or None
+        self.planned = {}  # following the target: {uuid: ([target reservations], realized)}
+        self.follows = False  # the plan is part of the target (see _follows_target)
+        self.trait_hosts = {}  # (zone, trait needs) -> the hypervisors there with those traits
+
+    def touch(self, res):
+        res.last_changed = self.stamp
+        res.acknowledged_at = None
+        self.changed.add(res.name)
+
+    def apply_removals(self, removals):
+        for removal in removals:
+            res = self.work[removal.reservation]
+            res.allocations.pop(removal.vm, None)
+            self.touch(res)
+        self.result.removals.extend(removals)
+
+    def delete(self, name, reason, message):
+        res = self.work.pop(name)
+        hv = self.hv.get(res.host)
+        if hv is not None and hv.az in self.zones:
+            self.zones[hv.az].remove(name)
+        self.graph.remove_reservation(name)
+        self.ledger.give_back(res.host, *reservation_size(res.resources))
+        self.result.deleted.append(Deletion(res, reason, message))
+
+    def zone(self, vm):
+        if vm.az:
+            return vm.az
+        hv = self.hv.get(vm.host)
+        return hv.az if hv is not None else ""
+
+    def held_in(self, zone):
+        return self.held.setdefault(zone, [0, 0, 0])
+
+    def index_zones(self):
+        zones = {}
+        for name, res in sorted(self.work.items()):
+            self.serves_multi[name] = any(self.multi.get(uuid, False) for uuid in res.allocations)
+            hv = self.hv.get(res.host)
+            if hv is not None:
+                zones.setdefault(hv.az, ZoneIndex()).add(
+                    name, reservation_size(res.resources)[1], len(res.allocations))
+        return zones
+
+    def reindex(self, name):
+        res = self.work[name]
+        index = self.zones.get(self.hv[res.host].az)
+        if index is not None:
+            index.update(name, reservation_size(res.resources)[1], len(res.allocations))
+
+    def current_figures(self):
+        """{zone: [memory once fitted, reservations, 0]} of the plan now (the target's greedy
+        stops once it holds that much, see :class:`_Dominated`)."""
+        current = {}
+        for res in self.work.values():
+            current.setdefault(self.zone_of(res), []).append(res)
+        return {az: [self.fitted_memory(held), len(held), 0] for az, held in current.items()}
+
+    def join(self, vm, name, grow):
+        """Add ``vm`` to reservation ``name``, grown to fit it first when ``grow``."""
+        res = self.work[name]
+        if grow:
+            self.grow(res, vm)
+        res.allocations[vm.uuid] = vm.host
+        self.graph.link(vm.uuid, name)
+        self.reindex(name)
+        self.touch(res)
+
+    def leave(self, vm, names):
+        """Take ``vm`` out of reservations ``names``, deleting those left empty."""
+        for name in names:
+            res = self.work[name]
+            self.graph.unlink(vm.uuid, name)
+            self.apply_removals([Removal(name, vm.uuid, res.allocations[vm.uuid], REPLACED)])
+            self.reindex_or_delete(name, EMPTY_MESSAGE)
+
+    def reindex_or_delete(self, name, message):
+        """After VMs left reservation ``name``: index it again, or delete it (``message``) when
+        none is left."""
+        if self.work[name].allocations:
+            self.reindex(name)
+        else:
+            self.delete(name, EMPTY, message)
+
+    def count_check(self):
+        self.checks += 1
+        self.check_time()
+
+    def check_time(self):
+        """Timeout once the cycle's deadline has passed (see PlanningDeadline)."""
+        if self.clock is not None:
+            self.clock.check()
+
+    def grow(self, res, vm):
+        more_cpu, more_mem = growth(res, vm)
+        self.ledger.take(res.host, more_cpu, more_mem)
+        res.resources["cpu"] = res.resources.get("cpu", 0) + more_cpu
+        res.resources["memory_mb"] = res.resources.get("memory_mb", 0) + more_mem
+
+    def create(self, vm, az, host, resources=None, name=None):
+        """A new reservation on ``host`` for ``vm``, of its size unless ``resources`` say,
+        named ``name`` (already claimed) or a new name."""
+        name = name or self.names.new_name(az, "%s/%s" % (vm.uuid, host))
+        resources = resources or {"cpu": vm.vcpus, "memory_mb": vm.memory_mb}
+        res = Reservation(
+            name=name, host=host, az=az, resources=resources,
+            allocations={vm.uuid: vm.host}, creator=self.settings.creator,
+            last_changed=self.stamp, acknowledged_at=None,
+            conditions=[make_condition(READY, True, ACTIVE_REASON, ACTIVE_MESSAGE, now=self.now)])
+        self.work[name] = res
+        self.graph.add_reservation(name, host)
+        self.graph.link(vm.uuid, name)
+        self.ledger.take(host, *reservation_size(resources))
+        self.zones.setdefault(az, ZoneIndex()).add(name, reservation_size(resources)[1], 1)
+        self.serves_multi[name] = self.multi[vm.uuid]
+        self.result.created.append(name)
+        if self.stop is not None:
+            held = self.held_in(az)
+            held[0] += reservation_size(resources)[1]
+            held[1] += 1
+        return name
+
+    def zone_of(self, res):
+        hv = self.hv.get(res.host)
+        return hv.az if hv is not None else None
+
+    def fitted_memory(self, reservations):
+        """Memory ``reservations`` hold once step 7 has shrunk each to the largest VM it serves."""
+        total = 0
+        for res in reservations:
+            held = reservation_size(res.resources)[1]
+            if all(uuid in self.vms for uuid in res.allocations):
+                held = min(held, max((self.vms[uuid].memory_mb or 0 for uuid in res.allocations),
+                                     default=held))
+            total += held
+        return total
+
+    def has_room(self, host, need):
+        free = self.ledger.free(host)
+        return free is not None and need[0] <= free[0] and need[1] <= free[1]
