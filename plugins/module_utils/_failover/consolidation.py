@@ -18,16 +18,11 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.towards_t
 
 
 def consolidate(state):
-    """Move the VMs of the least used reservations into other reservations they fit in as
-    they are, and delete the emptied ones, at most ``max_changes`` moves per cycle, in a
-    cycle that gave no VM a slot (a settled plan). A VM holding two slots that has no other
-    place for the one being emptied may move both (:func:`move_both`); its other
-    reservation, left empty, is deleted too. A move gives the VM its new slot before taking
-    the old one, in the same cycle's result.
-
-    With a target, the reservations realizing it in the zones moving towards it (see
-    :func:`moving_zones`) are left as they are; then each zone still moving once
-    consolidated moves VMs towards it (:func:`migrate`) with the rest of the budget."""
+    """In a cycle that gave no VM a slot: move the VMs of the least used reservations into
+    others they fit in as they are (both slots of a VM when one will not do,
+    :func:`move_both`) and delete the emptied ones, at most ``max_changes`` moves. The
+    reservations realizing the target in the zones moving towards it are left as they are;
+    those zones then move towards it with the rest of the budget (towards_target)."""
     if state.result.created or state.result.reused:
         return  # the plan is still growing: consolidate it once a cycle leaves it settled
     budget = state.settings.max_changes

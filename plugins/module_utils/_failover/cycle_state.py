@@ -3,7 +3,6 @@
 """The state of one cycle's plan, passed from step to step, and what changes it."""
 from dataclasses import replace
 
-
 from ansible_collections.resilient.virt.plugins.module_utils._conditions import (
     READY, make_condition)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import (
@@ -45,8 +44,18 @@ def growth(res, vm):
 
 
 class CycleState:
+    """One plan of one cycle, as the steps build it (see reconcile.plan_cycle).
+
+    What the cycle was given: ``hv`` and ``vms`` by name, ``settings``, ``now`` (``stamp``),
+    ``cycle``, ``hosts`` (VM -> the host it runs on), ``required`` slots per VM and ``multi``
+    (requires two or more). The plan: ``work`` (the reservations by name), ``graph`` (the rules),
+    ``ledger`` (free room), ``zones`` (indexes), ``names``, ``status`` per VM, ``result``. How it
+    is planned: ``strategy`` (PACK, GREEDY or FOLLOW), ``order``, the greedy's ``stop``, the
+    ``target`` and what follows from it. The functions of the step modules read and change it;
+    the methods below are the changes more than one step makes."""
+
     def __init__(self, hypervisors, vms, reservations, settings, now, cycle, running, strategy,
-                 stop=None, order=0, target=None, clock=None):
+                 stop=None, order=0, target=None, clock=None, may_follow=False):
         self.hv = _unique(hypervisors, "name", "hypervisors")
         self.vms = _unique(vms, "uuid", "vms")
         originals = _unique(reservations, "name", "reservations")
@@ -76,8 +85,8 @@ class CycleState:
             if self.multi[uuid]:
                 self.multi_on_host[vm.host] = self.multi_on_host.get(vm.host, 0) + 1
         self.serves_multi = {}
-        self.checks = 0  # join questions asked (_may_join, _may_grow)
-        self.stop = stop  # {zone: figures} past which the plain greedy stops (see _Dominated)
+        self.checks = 0  # join questions asked (joining.may_join, joining.may_grow)
+        self.stop = stop  # {zone: figures} past which the plain greedy stops (packing.Dominated)
         self.held = {}  # with stop: {zone: [memory_mb, reservations, slots missing]} so far
         self.order = order
         self.target = target  # (figures now) -> the Target to move towards, built when needed
@@ -86,7 +95,8 @@ class CycleState:
         self.protected = set()  # reservations realizing the target: consolidation leaves them
         self.clock = clock  # PlanningDeadline or None
         self.planned = {}  # following the target: {uuid: ([target reservations], realized)}
-        self.follows = False  # the plan is part of the target (see _follows_target)
+        self.may_follow = may_follow  # FOLLOW is among the strategies (reconcile.STRATEGIES)
+        self.follows = False  # the plan is part of the target (towards_target.follows_target)
         self.trait_hosts = {}  # (zone, trait needs) -> the hypervisors there with those traits
 
     def touch(self, res):
@@ -137,7 +147,7 @@ class CycleState:
 
     def current_figures(self):
         """{zone: [memory once fitted, reservations, 0]} of the plan now (the target's greedy
-        stops once it holds that much, see :class:`_Dominated`)."""
+        stops once it holds that much, see :class:`packing.Dominated`)."""
         current = {}
         for res in self.work.values():
             current.setdefault(self.zone_of(res), []).append(res)

@@ -14,14 +14,10 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.cycle_sta
 
 
 def search(state, vm, missing, former, needs, index, picker, az):
-    """Best sequence of at most ``missing`` slot options for ``vm`` (see search_slots).
-
-    Each option is on a hypervisor of the VM's zone with its traits (or of a ``former``
-    reservation) other than its own and its slot hosts (rules 1 and 2), so no sequence is
-    longer than those hypervisors: the search looks for no more slots than that. Asked for
-    more, it would find nothing longer, yet try every branch (up to BRANCH_LIMIT a slot)
-    before giving up, in time exponential in the slots a zone cannot give. The sequence
-    found is the same: the search keeps the first of the greatest length it reaches."""
+    """Best sequence of at most ``missing`` slot options for ``vm`` (see slots.search_slots),
+    looking for no more slots than the hypervisors that could hold one (:func:`hosts_left`):
+    asked for more, the search finds nothing longer, in time exponential in the slots the zone
+    cannot give."""
     if missing > 2:  # a search of one or two slots stays as it is, however short
         missing = min(missing, hosts_left(state, vm, former, needs, az))
     return search_slots(missing,
@@ -110,19 +106,11 @@ def options(state, vm, needs, index, picker, az, former, new=True):
 
 def joinable(state, vm, needs, index, skip):
     """Reservations of ``index`` that ``vm`` may join as it is under packing, best first,
-    leaving out the names in ``skip``: the smallest size it fits first; within a size the
-    most shared first for a one-slot VM; for the others the least shared of those already
-    shared first (few sharers leave room for their next slot), single-member ones last.
-
-    Those of the VM's own kind (serving VMs that require two or more slots, or not) come
-    first: a one-slot VM shares with a VM of nearly every hypervisor, and constraint 5 would
-    then bar the members of a reservation serving two-slot VMs from many second slots. A
-    one-slot VM then gets the others: joining one as it is holds nothing more, where growing
-    or opening one does.
-
-    For a VM requiring two or more slots, the first BRANCH_LIMIT of these (the choices the
-    slot search tries) are reordered, those closing the fewest pairs first
-    (DependencyGraph.pairs_closed), so that pairs stay open for the VMs served after it."""
+    leaving out ``skip``: those of the VM's own kind (serving VMs requiring two or more
+    slots, or not) before the others; the smallest size it fits first; within a size the most
+    shared first for a one-slot VM, the least shared of those shared first for the others. For
+    a VM requiring two or more slots the first BRANCH_LIMIT are reordered, those closing the
+    fewest pairs first (docs/failover.md, "How much a plan holds", says why)."""
     free_of_traits = not needs.required and not needs.forbidden
     multi = state.multi[vm.uuid]
     kinds = (True, False) if multi else (False, True)

@@ -99,14 +99,10 @@ def pack_the_rest(state, selected, status, picker):
 
 
 def limit_left_short(state, vm, pool, picker):
-    """True, when packing, if ``vm`` requires two or more slots and (just served, still
-    short) would have got a new reservation on a hypervisor the one-new-per-hypervisor limit
-    closed this cycle. The VMs requiring two or more slots after it with the same zone and
-    trait needs (``pool``), none larger, then wait for the next cycle rather than take the
-    reservations built for the larger VMs: sharing them, they bar by rule 5 the larger VMs
-    that come back for their missing slots, and the plan ends holding more (make bench, the
-    fleet with traits). One-slot VMs do not wait: on the benchmark's fleets their waiting
-    changed no settled plan and cost coverage in the first cycle."""
+    """True, when packing, if ``vm`` requires two or more slots and, still short, would have
+    got a new reservation on a hypervisor the one-new-per-hypervisor limit closed this cycle:
+    the VMs requiring two or more slots after it with the same zone and trait needs
+    (``pool``) then wait for the next cycle (step 5 of docs/failover.md says why)."""
     return state.strategy == PACK and state.multi[vm.uuid] and vm.vcpus is not None \
         and vm.memory_mb is not None and bool(pool[0]) \
         and picker.closed_to(vm, pool[0], pool[1])

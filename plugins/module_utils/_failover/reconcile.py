@@ -82,15 +82,13 @@ def run_cycle(hypervisors, vms, reservations, settings, now, cycle=0, running=No
     VM list lacks); deadline: seconds the whole cycle may plan for (every strategy, order and
     the target), None for no limit: past it the cycle raises Timeout (see PlanningDeadline).
 
-    The cycle is planned packing, again packing in other orders as ORDERS says, and as the
-    plain greedy; the kept plan holds no more memory and no more reservations, and leaves no
-    more slots missing, than the greedy's (see :func:`_cheapest`). When packing gives no VM a
-    slot and leaves none short, the others would plan the same and are not run.
-
-    In such a cycle (with ``max_changes`` > 0 and every VM processed each cycle), the plan one
-    cycle builds for the fleet from nothing, without the limit per hypervisor, is built as a
-    target, and each zone where it holds MIGRATION_GAIN less moves towards it
-    (:func:`consolidation.consolidate`, :func:`towards_target.migrate`).
+    With every VM processed each cycle, the plan built from nothing without the limit per
+    hypervisor is the cycle's target (:func:`_new_plan`). A plan that is part of it grows along
+    it (FOLLOW) unless packing covers every VM now holding no more than the plain greedy; other
+    plans are packed, again in other orders (ORDERS) and as the plain greedy, and the cheapest
+    no worse than the greedy's kept (:func:`_cheapest`). A cycle that gives no VM a slot and
+    leaves none short consolidates and may move zones towards the target
+    (:func:`consolidation.consolidate`, :func:`towards_target.moving_zones`).
     """
     clock = None if deadline is None else PlanningDeadline(deadline)
 
@@ -117,8 +115,8 @@ def _cheapest(plan, reservations, target=None):
     """The plan a cycle keeps: of the packings (given ``target``, see :func:`plan_cycle`; in other
     orders, see ORDERS) and, planning from nothing, the plain greedy, those no worse than the
     greedy (:func:`_no_worse`), and of those the least :func:`_cost` (the first planned on a
-    tie, the greedy last). ``plan(strategy, order=, stop=, target=)`` gives (planner, result).
-    When packing gives no VM a slot and leaves none short, its plan is kept alone."""
+    tie, the greedy last). ``plan(strategy, order=, stop=, target=)`` gives (state, result).
+    A settled packing, or growing along the target, is the only plan (:func:`_candidates`)."""
     packs, greedy = _candidates(plan, reservations, target)
     if greedy is None:
         return min(packs, key=_cost)
@@ -129,7 +127,9 @@ def _cheapest(plan, reservations, target=None):
 
 def _candidates(plan, reservations, target=None, current=None):
     """([results], the greedy's {zone: figures} (see :func:`_by_zone`)): the packings', then
-    the greedy's when it ran to the end. The greedy plans only from nothing (no
+    the greedy's when it ran to the end; only packing's when it settled, and only the plan
+    grown along the target when the plan is part of it and packing does not give every VM its
+    slots holding no more than the greedy. The greedy plans only from nothing (no
     ``reservations``), and stops once it holds, in every zone, at least what the best packing
     holds and what ``current`` ({zone: figures}) does (see :class:`Dominated`): its figures
     so far are then given. None for the greedy when it did not run."""
@@ -193,7 +193,6 @@ class Target(NamedTuple):
     reservations: list
     missing: dict
     greedy: dict
-    why: dict = {}
 
 
 def _new_plan(hypervisors, vms, settings, now, running, clock=None, current=None):
@@ -215,7 +214,7 @@ def _new_plan(hypervisors, vms, settings, now, running, clock=None, current=None
         given = slots.append({}) or slots[-1]
         for status in result.vm_status:
             given[status.az] = given.get(status.az, 0) + min(status.held, status.required)
-    reservations, missing, why = [], {}, {}
+    reservations, missing = [], {}
     for zone in sorted(set().union(*figures)):
         parts = []
         for index, held in enumerate(figures):
@@ -226,9 +225,7 @@ def _new_plan(hypervisors, vms, settings, now, running, clock=None, current=None
         index = min(parts)[3] if parts else 0
         reservations += [res for res in results[index].reservations if res.az == zone]
         missing[zone] = figures[index].get(zone, [0, 0, 0])[2]
-        why.update((status.uuid, status.why) for status in results[index].vm_status
-                   if status.az == zone and status.why)
-    return Target(reservations, missing, greedy, why)
+    return Target(reservations, missing, greedy)
 
 
 def _other_orders(planner, reservations):
@@ -254,8 +251,7 @@ def plan_cycle(hypervisors, vms, reservations, settings, now, cycle, running, st
     ``target``: (figures now) -> the :class:`Target`, built when needed; ``clock``: a
     PlanningDeadline or None."""
     state = CycleState(hypervisors, vms, reservations, settings, now, cycle, running, strategy,
-                       stop, order, target, clock)
-    state.may_follow = FOLLOW in STRATEGIES
+                       stop, order, target, clock, FOLLOW in STRATEGIES)
     drop_stale(state)
     state.graph = DependencyGraph.from_reservations(list(state.work.values()), state.hosts)
     state.ledger = CapacityLedger(state.hv.values(), state.vms.values(), state.work.values())

@@ -1,6 +1,11 @@
 """The settled plan against the plain greedy on fleets of other shapes than the bench's: VMs of
 one-slot and two-slot flavors drawn from the same sizes, in two or three zones, hypervisors under
-half full, and on some fleets a trait that the two-slot VMs require and the others forbid."""
+half full, and on some fleets a trait that the two-slot VMs require and the others forbid.
+
+Each example settles in a few cycles and stops at the first that changes nothing: a plan that
+grows along its target no longer moves afterwards, the moves that took up to 20 cycles and
+made the test last minutes. GREEDY_SHAPES_EXAMPLES runs more examples than the 60 of a unit
+run (300 found nothing)."""
 import os
 
 from hypothesis import given, settings
@@ -66,15 +71,13 @@ def _settle(hypervisors, vms, most=20):
 @given(shaped_fleets())
 def test_the_settled_plan_is_never_worse_than_the_plain_greedy(fleet):
     """Settled over cycles under the one-new-per-hypervisor limit (the greedy has none), the plan
-    leaves fewer slots missing than the greedy, or none, holding no more memory and no more
-    reservations; and it keeps the guarantee. Where room runs out and both leave slots missing,
-    the plan built over cycles is not compared (docs/failover.md)."""
+    leaves fewer slots missing than the greedy, or as many holding no more memory and no more
+    reservations; and it keeps the guarantee."""
     hypervisors, vms = fleet
     result = _settle(hypervisors, vms)
     assert not result.changed_anything
     greedy = plain_greedy(hypervisors, vms, REQUIREMENTS)
-    if greedy[0] == 0 or result.summary["slots_missing"] < greedy[0]:
-        assert no_worse_than(result, greedy), (result.summary, greedy)
+    assert no_worse_than(result, greedy), (result.summary, greedy)
     assert constraint_violations(result.reservations, {vm.uuid: vm.host for vm in vms}) == []
     held = {s.uuid: min(s.held, s.required) for s in result.vm_status}
     assert guarantee_breaches([hv.name for hv in hypervisors], vms, result.reservations,
