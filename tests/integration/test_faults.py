@@ -83,7 +83,8 @@ def test_breaker_stops_attempts_to_a_dead_hypervisor_then_recovers(lab, outage, 
     quick = {"retry_preset": "none", "failure_threshold": THRESHOLD, "reset_timeout": "2s"}
     opened, dummy = _observed_run(tmp_path, _describe_loop(recovering, quick, THRESHOLD), store, "open-quick")
     before = opened.task("breaker")["breaker"]
-    assert before["state"] == "open" and before["opened_total"] == 1, before
+    # opened once; on a loaded machine its 2 s may have passed before the task read it
+    assert before["opened_total"] == 1 and before["state"] in ("open", "half_open"), before
     outage.start(HV)
     half_open_at = calendar.timegm(time.strptime(before["half_open_at"], "%Y-%m-%dT%H:%M:%SZ"))
     time.sleep(max(0.0, half_open_at - time.time()) + 0.2)
