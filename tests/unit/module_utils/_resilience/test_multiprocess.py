@@ -2,7 +2,9 @@
 Redis, Redis through Sentinel, a Redis Cluster).
 
 The workers are this file run as a script (``python test_multiprocess.py ROLE PARAMS``), so it
-imports nothing heavy at module level: eight worker start-ups stay cheap.
+imports nothing heavy at module level: eight worker start-ups stay cheap. Each worker says
+"ready" once its store is open and waits for the parent to send the start: the workers of a test
+start together however long the machine took to start them.
 """
 import json
 import os
@@ -29,7 +31,7 @@ def _breaker(store, p):
 
 
 def _wait_start(p):
-    time.sleep(max(0.0, p["start_at"] - time.time()))
+    time.sleep(max(0.0, p.get("start_at", 0) - time.time()))
 
 
 # --- worker roles: each prints one JSON line -----------------------------------------------
@@ -108,12 +110,30 @@ def role_rate(store, p):
 
 def _spawn(role, url, env, **params):
     return subprocess.Popen([sys.executable, os.path.abspath(__file__), role, url,
-                             json.dumps(params)], env=env, stdout=subprocess.PIPE)
+                             json.dumps(params)], env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE)
 
 
-def _run_all(role, url, env, count=WORKERS, **params):
-    params.setdefault("start_at", time.time() + 1.0)
+def _start(procs, **times):
+    """Wait until every worker is ready, then send each the same start (and end) times, the
+    given offsets counted from now."""
+    for proc in procs:
+        assert proc.stdout.readline().strip() == b"ready", "a worker did not start"
+    now = time.time()
+    line = json.dumps({key: now + offset for key, offset in times.items()}).encode() + b"\n"
+    for proc in procs:
+        proc.stdin.write(line)
+        proc.stdin.flush()
+
+
+def _run_all(role, url, env, count=WORKERS, start_in=0.2, run_for=None, **params):
+    """Run ``count`` workers of ``role`` from one start (``start_in`` s after all are ready),
+    until ``run_for`` s after it when given; their results."""
     procs = [_spawn(role, url, env, **params) for dummy in range(count)]
+    times = {"start_at": start_in}
+    if run_for is not None:
+        times["end_at"] = start_in + run_for
+    _start(procs, **times)
     results = []
     for proc in procs:
         out, dummy = proc.communicate(timeout=60)
@@ -140,9 +160,7 @@ def test_half_open_admits_at_most_max_probes_at_once(store, store_url, child_env
     params = {"name": "mp:probe", "reset": 0.05, "max_probes": 2}
     _breaker(store, params).force_open()
     time.sleep(0.1)
-    start = time.time() + 1.0
-    results = _run_all("probe", store_url, child_env, start_at=start, end_at=start + 3,
-                       hold=0.15, **params)
+    results = _run_all("probe", store_url, child_env, run_for=3, hold=0.15, **params)
     tracked = store.get("test", "inflight")
     assert tracked["now"] == 0
     assert tracked["max"] == 2, tracked
@@ -160,14 +178,16 @@ def test_killed_probe_frees_its_slot_when_the_lease_ends(store, store_url, child
     time.sleep(0.1)
     taken_after = breaker.store.now()
     proc = _spawn("hold_probe", store_url, child_env, **params)
+    _start([proc])
     assert json.loads(proc.stdout.readline())["probe"]
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    proc.stdin.close()
     proc.stdout.close()
     leased_until = breaker.store.get("breaker", "mp:crash")["probes"]
     leased_until = max(leased_until.values())
     assert taken_after + 10.0 <= leased_until <= breaker.store.now() + 10.0
-    results = _run_all("reject", store_url, child_env, count=4, n=5, start_at=0, **params)
+    results = _run_all("reject", store_url, child_env, count=4, start_in=0, n=5, **params)
     assert breaker.store.now() < leased_until, "the workers outlived the lease: rerun"
     assert [r["refused"] for r in results] == [5] * 4  # the dead probe still holds the slot
     time.sleep(max(0.0, leased_until - breaker.store.now()) + 0.05)
@@ -178,9 +198,8 @@ def test_killed_probe_frees_its_slot_when_the_lease_ends(store, store_url, child
 
 def test_no_one_second_window_admits_more_than_rate_plus_burst(store_url, child_env):
     qps, burst, seconds = 10, 5, 3
-    start = time.time() + 1.0
-    results = _run_all("rate", store_url, child_env, name="mp:rate", qps=qps, burst=burst,
-                       start_at=start, end_at=start + seconds)
+    results = _run_all("rate", store_url, child_env, run_for=seconds, name="mp:rate", qps=qps,
+                       burst=burst)
     stamps = sorted(t for r in results for t in r["stamps"])
     assert len(stamps) >= qps * (seconds - 1) + burst  # the limiter does let calls through
     worst = max(sum(1 for t in stamps[i:] if t < first + 1.0) for i, first in enumerate(stamps))
@@ -189,4 +208,7 @@ def test_no_one_second_window_admits_more_than_rate_plus_burst(store_url, child_
 
 if __name__ == "__main__":
     _role, _url, _params = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-    print(json.dumps(globals()["role_" + _role](open_store(_url), _params)), flush=True)
+    _store = open_store(_url)
+    print("ready", flush=True)
+    _params.update(json.loads(sys.stdin.readline()))
+    print(json.dumps(globals()["role_" + _role](_store, _params)), flush=True)

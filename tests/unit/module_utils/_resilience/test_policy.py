@@ -245,7 +245,9 @@ def test_a_locked_store_costs_the_call_no_more_than_its_bounds(tmp_path, write_l
     with write_lock(path):
         assert policy.call(fn) == "ok"
     elapsed = time.monotonic() - began
-    assert bound * 0.8 <= elapsed < bound + 0.5, elapsed
+    # one wait of the bound, with room for a loaded machine; the store's own 15 s wait, which
+    # this guards against, is far beyond it
+    assert bound * 0.8 <= elapsed < bound + 1.5, elapsed
     assert fn.calls == 1
     assert "not recorded in its circuit breaker" in policy.warnings[0], policy.warnings
     store.close()
