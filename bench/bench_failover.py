@@ -57,7 +57,7 @@ REPACK_CHANGES = 5000
 these fleets holds slots (at most about 4,000), so a zone may move in one cycle."""
 TARGET_MEMORY = 1.2
 TARGET_COUNT = 1.5
-TARGET_CYCLE_S = 2.0
+TARGET_CYCLE_S = 1.0
 BASELINE = "06290b5"
 """The last commit whose planner did not pack (the figures of "today's planner")."""
 
@@ -100,14 +100,15 @@ def make_fleet(vm_count, host_count, seed, traits):
     return hypervisors, vms
 
 
-def _figures(result, seconds):
+def _figures(result, seconds, cpu_seconds=None):
     summary = result.summary
     allocations = sum(len(r.allocations) for r in result.reservations)
     return {"reservations": summary["reservations"],
             "reserved_memory_mb": summary["reserved_memory_mb"],
             "coverage_ratio": summary["coverage_ratio"],
             "vms_per_reservation": round(allocations / max(1, summary["reservations"]), 2),
-            "seconds": round(seconds, 3)}
+            "seconds": round(seconds, 3),
+            "cpu_seconds": round(seconds if cpu_seconds is None else cpu_seconds, 3)}
 
 
 def cycles(vm_count, host_count, seed, traits, start=(), keep_plan=False, most=MAX_CYCLES,
@@ -122,19 +123,19 @@ def cycles(vm_count, host_count, seed, traits, start=(), keep_plan=False, most=M
     if max_changes is not None:
         options.max_changes = max_changes
     reservations = [model.Reservation.from_dict(data) for data in start]
-    first, slowest, count, peak = None, 0.0, 0, 0
+    first, slowest, slowest_cpu, count, peak = None, 0.0, 0.0, 0, 0
     for count in range(1, most + 1):
-        began = time.perf_counter()
+        began, cpu_began = time.perf_counter(), time.process_time()
         result = reconcile.run_cycle(hypervisors, vms, reservations, options,
                                      now=1.8e9 + 60 * count, cycle=count - 1)
-        seconds = time.perf_counter() - began
-        slowest = max(slowest, seconds)
-        first = first or _figures(result, seconds)
+        seconds, cpu = time.perf_counter() - began, time.process_time() - cpu_began
+        slowest, slowest_cpu = max(slowest, seconds), max(slowest_cpu, cpu)
+        first = first or _figures(result, seconds, cpu)
         peak = max(peak, result.summary["reserved_memory_mb"])
         reservations = result.reservations
         if not result.changed_anything:
             break
-    settled = _figures(result, slowest)
+    settled = _figures(result, slowest, slowest_cpu)
     settled["cycles"] = count
     settled["settled"] = not result.changed_anything
     settled["peak_memory_mb"] = peak
@@ -319,8 +320,12 @@ def targets(rows, spread_rows, spread_seeds):
     largest = max(rows, key=lambda row: row["vms"])
     seconds = largest["ours"]["settled"]["seconds"]
     found = _packing_targets("worst fleet", settled)
+    cpu = largest["ours"]["settled"].get("cpu_seconds", seconds)
     found.append({"name": "slowest cycle, %d VMs (s)" % largest["vms"], "measured": seconds,
                   "target": "< %g" % TARGET_CYCLE_S, "passed": seconds < TARGET_CYCLE_S})
+    found.append({"name": "slowest cycle, %d VMs, CPU (s; wall on an idle machine)"
+                  % largest["vms"], "measured": cpu, "target": "< %g" % TARGET_CYCLE_S,
+                  "passed": cpu < TARGET_CYCLE_S})
     others = [entry[1:] for row in spread_rows for entry in row["seeds"]]
     if others:
         found += _packing_targets("worst fleet and seed of seeds %s"
@@ -357,7 +362,8 @@ def _ratio(figures, bound, key):
 
 def table(result):
     lines = ["| fleet | planner | reservations | reserved GiB | x bound (memory / count) | "
-             "x failure bound | coverage | VMs per reservation | cycles | s per cycle (slowest) |",
+             "x failure bound | coverage | VMs per reservation | cycles | s per cycle, slowest "
+             "(wall / CPU) |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in result["rows"]:
         bound = row["bound"]
@@ -380,13 +386,13 @@ def table(result):
                 REPACK_CHANGES, "" if repacked["settled"] else " (not yet)"), repacked,
                 repacked["cycles"]))
         for label, figures, count in shown:
-            lines.append("| %s | %s | %d | %d | %.2f / %.2f | %.2f | %.4f | %.2f | %s | %.2f |" % (
+            lines.append("| %s | %s | %d | %d | %.2f / %.2f | %.2f | %.4f | %.2f | %s | %.2f / %.2f |" % (
                 row["fleet"], label, figures["reservations"], figures["reserved_memory_mb"] // 1024,
                 _ratio(figures, bound["memory_mb"], "reserved_memory_mb"),
                 _ratio(figures, bound["reservations"], "reservations"),
                 _ratio(figures, bound["failure_memory_mb"], "reserved_memory_mb"),
                 figures["coverage_ratio"], figures["vms_per_reservation"], count,
-                figures["seconds"]))
+                figures["seconds"], figures.get("cpu_seconds", figures["seconds"])))
     sizes = sorted({level[0] for row in result["rows"] for level in row["above_bound"]},
                    reverse=True)
     lines += ["", "Where this planner's settled plan holds more than the lower bound: per VM size, "

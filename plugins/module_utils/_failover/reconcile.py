@@ -116,8 +116,16 @@ def _cheapest(plan, reservations, target=None):
     orders, see ORDERS) and, planning from nothing, the plain greedy, those no worse than the
     greedy (:func:`_no_worse`), and of those the least :func:`_cost` (the first planned on a
     tie, the greedy last). ``plan(strategy, order=, stop=, target=)`` gives (state, result).
-    A settled packing, or growing along the target, is the only plan (:func:`_candidates`)."""
-    packs, greedy = _candidates(plan, reservations, target)
+    A settled packing is the only plan. Otherwise, when the plan is part of the target, it
+    grows along it unless the first packing gives every VM its slots holding no more than the
+    plain greedy (its figures, or the target's greedy's when it did not run)."""
+    packs, greedy, settled = _candidates(plan, reservations, target)
+    if target is not None and FOLLOW in STRATEGIES and not settled \
+            and not (greedy and _complete_and_no_worse(packs[0], greedy)):
+        state, followed = plan(FOLLOW, target=target)
+        if followed is not None and (greedy or not _complete_and_no_worse(
+                packs[0], state.target_plan.greedy)):
+            return followed
     if greedy is None:
         return min(packs, key=_cost)
     fleet = {"": [sum(figures[i] for figures in greedy.values()) for i in range(3)]}
@@ -126,30 +134,27 @@ def _cheapest(plan, reservations, target=None):
 
 
 def _candidates(plan, reservations, target=None, current=None):
-    """([results], the greedy's {zone: figures} (see :func:`_by_zone`)): the packings', then
-    the greedy's when it ran to the end; only packing's when it settled, and only the plan
-    grown along the target when the plan is part of it and packing does not give every VM its
-    slots holding no more than the greedy. The greedy plans only from nothing (no
+    """([results], the greedy's {zone: figures} (see :func:`_by_zone`), settled): the
+    packings', then the greedy's when it ran to the end; only packing's when it settled (gave
+    no VM a slot and left none short). The greedy plans only from nothing (no
     ``reservations``), and stops once it holds, in every zone, at least what the best packing
     holds and what ``current`` ({zone: figures}) does (see :class:`Dominated`): its figures
     so far are then given. None for the greedy when it did not run."""
     planner, result = plan(PACK, target=target)
     if planner.settled:
-        return [result], None
-    if planner.follows and not _complete_and_no_worse(result, planner.target_plan.greedy):
-        return [plan(FOLLOW, target=target)[1]], None
+        return [result], None, True
     packs = [result] + [plan(PACK, order)[1] for order
                         in range(1, 1 + _other_orders(planner, reservations))]
     if GREEDY not in STRATEGIES or reservations:
-        return packs, None
+        return packs, None, False
     stop = _by_zone(min(packs, key=_cost))
     for zone, figures in (current or {}).items():
         stop[zone] = [max(pair) for pair in zip(stop.get(zone, (0, 0, 0)), figures)]
     try:
         greedy = plan(GREEDY, stop=stop)[1]
     except Dominated as stopped:
-        return packs, stopped.figures
-    return packs + [greedy], _by_zone(greedy)
+        return packs, stopped.figures, False
+    return packs + [greedy], _by_zone(greedy), False
 
 
 def _complete_and_no_worse(result, greedy):
@@ -206,7 +211,7 @@ def _new_plan(hypervisors, vms, settings, now, running, clock=None, current=None
         return plan_cycle(hypervisors, vms, [], free, now, 0, running or {}, strategy, stop,
                           order, clock=clock)
 
-    results, greedy = _candidates(plan, [], current=current)
+    results, greedy, _settled = _candidates(plan, [], current=current)
     figures = [_by_zone(result) for result in results]
     greedy = greedy or figures[0]
     slots = []
@@ -258,7 +263,10 @@ def plan_cycle(hypervisors, vms, reservations, settings, now, cycle, running, st
     drop_ineligible(state)
     revalidate(state)
     drop_empty(state)
-    state.follows = follows_target(state)
+    if strategy == FOLLOW:
+        state.follows = follows_target(state)
+        if not state.follows:
+            return state, None  # not part of the target: the packings plan this cycle
     assign(state)
     state.settled = not (state.result.created or state.result.reused) and all(
         len(state.graph.reservations_of(uuid)) >= status.required

@@ -8,7 +8,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.model imp
 from ansible_collections.resilient.virt.plugins.module_utils._failover.target_progress import (
     progress)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.cycle_state import (
-    CONSOLIDATED, CONSOLIDATED_MESSAGE, FOLLOW, PACK, REPLACED, growth)
+    CONSOLIDATED, CONSOLIDATED_MESSAGE, FOLLOW, REPLACED, growth)
 
 
 MIGRATION_GAIN = 0.10
@@ -29,8 +29,7 @@ def follows_target(state):
     then grows the plan along the target (:func:`cover_as_planned`) instead of packing:
     a part of a valid plan is valid and fits where the whole plan fits, so the plan settles
     on the target however many cycles the one-new-per-hypervisor limit spreads it over."""
-    if state.strategy not in (PACK, FOLLOW) or state.order or state.target is None or \
-            not state.may_follow:
+    if state.strategy != FOLLOW or state.target is None or not state.may_follow:
         return False
     if state.target_plan is None:
         state.target_plan = state.target(state.current_figures())
