@@ -27,14 +27,14 @@ UNIT_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 # the layers under every call (resilience policy, state stores)
 TYPED := errors providers.contract providers.hookspecs _failover.model _resilience _state
 
-.PHONY: help deps link test check lint unit integration mutation sanity bench demo lab-up lab-down build clean release-notes
+.PHONY: help deps link test suite check lint unit integration mutation sanity bench demo lab-up lab-down build clean release-notes
 
 help:
 	@echo "make demo      bring the local lab up and run playbooks/demo.yml"
-	@echo "make test      lint, unit, integration (real libvirtd/QEMU, vSphere simulator, Redis) and sanity tests"
+	@echo "make test      lint, then unit and integration tests (real libvirtd/QEMU, vSphere simulator, Redis), mutation and sanity side by side"
 	@echo "make check     lint and the unit tests only (no lab): the loop of a change"
 	@echo "make lint      ruff on the whole tree, mypy on the typed modules (TYPED)"
-	@echo "make mutation  break the failover planner and the fleet reconciler on purpose; the tests must catch every break"
+	@echo "make mutation  break the failover planner, the fleet reconciler and the backup records on purpose; the tests must catch every break"
 	@echo "make bench     benchmarks (core overhead, peers, failover planning)"
 	@echo "make lab-up / lab-down   start or stop the local hypervisors"
 	@echo "make build     build the collection tarball"
@@ -60,11 +60,14 @@ link:
 	@mkdir -p $(COLLECTIONS)/ansible_collections/resilient
 	@ln -sfn $(CURDIR) $(COLLECTIONS)/ansible_collections/resilient/virt
 
+# The pytest run, the mutation run and sanity share nothing (the last two work on copies of the
+# tree), so they run side by side; each one's output is shown whole when it ends.
 test: deps link
 	$(MAKE) --no-print-directory lint
+	$(MAKE) --no-print-directory -j3 --output-sync=target suite mutation sanity
+
+suite: deps link
 	$(PYTHON) -m pytest -q -p no:randomly -n $(TEST_WORKERS) --dist worksteal --durations=20 tests/unit tests/integration
-	$(MAKE) --no-print-directory mutation
-	$(MAKE) --no-print-directory sanity
 
 check: deps link
 	$(MAKE) --no-print-directory lint
