@@ -45,7 +45,7 @@ ENV_PREFIX = "RESILIENT_VIRT_"
 PROFILE = "legacy"  # the serialization profile of this collection's modules
 # the collection's code every module may reach, loaded once in the controller's main process
 PRELOAD = (
-    "plugins.module_utils._vm.task", "plugins.module_utils._vm.reconcile",
+    "plugins.module_utils._vm.task", "plugins.module_utils._vm.converge",
     "plugins.module_utils._fleet.task",
     "plugins.module_utils._backup.task",
     "plugins.module_utils._failover.task", "plugins.module_utils._health.task",

@@ -247,12 +247,12 @@ MUTANTS = {
         "    if True:\n",
         "prune deletes more VMs than max_prune allows"),
     "fleet-status-not-written": (
-        FLEET + "reconciler.py",
+        FLEET + "fleet_run.py",
         "                self._write(done)\n",
         "                pass\n",
         "the statuses of a round are not written"),
     "fleet-no-second-pass": (
-        FLEET + "reconciler.py",
+        FLEET + "fleet_run.py",
         "            self._rounds(_interleave(again), executor, outcomes)\n",
         "",
         "VMs refused while a breaker's probe was in flight are left deferred"),

@@ -14,7 +14,7 @@ import re
 from ansible_collections.resilient.virt.plugins.module_utils._convert import to_bool
 from ansible_collections.resilient.virt.plugins.module_utils._input import (
     int_problem, spec_problems, text_problem)
-from ansible_collections.resilient.virt.plugins.module_utils._vm.reconcile import SPEC_FIELDS
+from ansible_collections.resilient.virt.plugins.module_utils._vm.converge import SPEC_FIELDS
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, field_error, field_errors)
 

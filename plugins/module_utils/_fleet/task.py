@@ -14,7 +14,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._fleet import statu
 from ansible_collections.resilient.virt.plugins.module_utils._fleet.desired import (
     check_owner, desired_fleet)
 from ansible_collections.resilient.virt.plugins.module_utils._fleet.prune import PruneLimit
-from ansible_collections.resilient.virt.plugins.module_utils._fleet.reconciler import (
+from ansible_collections.resilient.virt.plugins.module_utils._fleet.fleet_run import (
     FleetRun, Options)
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, field_errors)

@@ -4,7 +4,7 @@ False`` when the clone already has it all."""
 import pytest
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import NotFound
-from ansible_collections.resilient.virt.plugins.module_utils._vm.reconcile import reconcile
+from ansible_collections.resilient.virt.plugins.module_utils._vm.converge import reconcile
 
 
 class CloningProvider:

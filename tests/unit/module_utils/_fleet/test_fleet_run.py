@@ -13,7 +13,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._fleet import statu
 from ansible_collections.resilient.virt.plugins.module_utils._fleet.desired import (
     OWNER_KEY, desired_fleet)
 from ansible_collections.resilient.virt.plugins.module_utils._fleet.prune import PruneLimit
-from ansible_collections.resilient.virt.plugins.module_utils._fleet.reconciler import (
+from ansible_collections.resilient.virt.plugins.module_utils._fleet.fleet_run import (
     FleetRun, Options, _interleave)
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (
     CircuitBreaker)

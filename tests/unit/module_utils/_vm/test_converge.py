@@ -18,7 +18,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.
 from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import (
     open_provider)
 from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
-from ansible_collections.resilient.virt.plugins.module_utils._vm.reconcile import (
+from ansible_collections.resilient.virt.plugins.module_utils._vm.converge import (
     plan, predict, reconcile)
 
 SPEC = {"vcpus": 1, "memory_mb": 64}
