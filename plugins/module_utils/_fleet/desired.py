@@ -17,11 +17,10 @@ from ansible_collections.resilient.virt.plugins.module_utils._input import (
 from ansible_collections.resilient.virt.plugins.module_utils._vm.converge import SPEC_FIELDS
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, field_error, field_errors)
+from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import OWNER_KEY
 
-__all__ = ("OWNER_KEY", "STATES", "FIELDS", "PATTERNS", "DesiredVM", "check_owner",
-           "desired_fleet")
+__all__ = ("STATES", "FIELDS", "PATTERNS", "DesiredVM", "check_owner", "desired_fleet")
 
-OWNER_KEY = "resilient_virt_owner"  # metadata key of the marker on every VM a fleet creates
 STATES = ("present", "running", "stopped", "absent")
 FIELDS = ("name", "provider", "state", "adopt") + SPEC_FIELDS
 _OWNER = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"

@@ -24,12 +24,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.resilient.virt.plugins.module_utils._fleet import prune as pruning
 from ansible_collections.resilient.virt.plugins.module_utils._fleet import status as statuses
-from ansible_collections.resilient.virt.plugins.module_utils._fleet.desired import OWNER_KEY
 from ansible_collections.resilient.virt.plugins.module_utils._fleet.pool import ProviderPool
 from ansible_collections.resilient.virt.plugins.module_utils._vm.converge import (
     UNREAD, describe_or_none, diff_view, reconcile)
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     BreakerOpen, Conflict, StoreUnavailable, VirtError, classify)
+from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import OWNER_KEY
 
 __all__ = ("LIST_AT", "Options", "Outcome", "FleetRun")
 

@@ -10,8 +10,8 @@ more candidates than that refuses the whole prune before anything is deleted.
 """
 import re
 
-from ansible_collections.resilient.virt.plugins.module_utils._fleet.desired import OWNER_KEY
 from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
+from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import OWNER_KEY
 
 __all__ = ("PATTERNS", "PruneLimit", "owned", "candidates", "check_limit")
 

@@ -45,7 +45,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, NotSupported, VirtError, field_error, field_errors, redact)
 
 __all__ = ("Provider", "Option", "VM", "VM_FIELDS", "new_vm", "check_filters", "match_filters",
-           "required_text", "CAPABILITIES", "POWER_ACTIONS", "VM_STATES")
+           "required_text", "CAPABILITIES", "POWER_ACTIONS", "VM_STATES", "OWNER_KEY")
 
 CAPABILITIES = ("validate", "list_hypervisors", "list_vms", "describe", "find", "create",
                 "delete", "power", "reconfigure", "task_status", "migrate")
@@ -54,6 +54,7 @@ VM_STATES = ("running", "stopped", "paused", "suspended", "unknown")
 VM_FIELDS = ("name", "uuid", "hypervisor", "az", "state", "vcpus", "memory_mb", "disks",
              "interfaces", "addresses", "guest", "metadata", "tags", "autostart", "placement",
              "restart_required", "provider", "provider_key")
+OWNER_KEY = "resilient_virt_owner"  # metadata key of the marker vm_fleet puts on the VMs it creates
 FILTER_KEYS = ("name", "state", "tags", "hypervisor", "az")
 NO_GUEST = {"agent": False, "agent_state": None, "os": None, "hostname": None}
 

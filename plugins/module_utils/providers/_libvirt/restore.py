@@ -15,7 +15,6 @@ being copied - so a run that adopts a handle gets the answer the run that starte
 import math
 import xml.etree.ElementTree as ET
 
-from ansible_collections.resilient.virt.plugins.module_utils._fleet.desired import OWNER_KEY
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, NotFound, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backup_storage import (
@@ -29,6 +28,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.
     volume_at, volume_xml)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import (
     volumes_element)
+from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import OWNER_KEY
 
 __all__ = ("prepare_restore", "start_restore", "poll_restore", "cancel_restore")
 

@@ -1,12 +1,12 @@
 """The vms list checked before anything is contacted, and the prune limit."""
 import pytest
 
-from ansible_collections.resilient.virt.plugins.module_utils._fleet.desired import (
-    OWNER_KEY, check_owner, desired_fleet)
+from ansible_collections.resilient.virt.plugins.module_utils._fleet.desired import check_owner, desired_fleet
 from ansible_collections.resilient.virt.plugins.module_utils._fleet.prune import (
     PruneLimit, candidates, check_limit)
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, field_error
 from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import provider_key
+from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import OWNER_KEY
 
 CATALOG = {"h1": {"type": "libvirt", "uri": "test:///default", "name": "h1"},
            "h2": {"type": "libvirt", "uri": "test:///default", "name": "h2"}}

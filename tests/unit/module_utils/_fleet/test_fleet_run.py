@@ -10,8 +10,7 @@ import pluggy
 import pytest
 
 from ansible_collections.resilient.virt.plugins.module_utils._fleet import status as st
-from ansible_collections.resilient.virt.plugins.module_utils._fleet.desired import (
-    OWNER_KEY, desired_fleet)
+from ansible_collections.resilient.virt.plugins.module_utils._fleet.desired import desired_fleet
 from ansible_collections.resilient.virt.plugins.module_utils._fleet.prune import PruneLimit
 from ansible_collections.resilient.virt.plugins.module_utils._fleet.fleet_run import (
     FleetRun, Options, _interleave)
@@ -22,6 +21,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, Unavailable)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import (
     open_provider, provider_key)
+from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import OWNER_KEY
 
 from provider_testing import TEST_URI, quick_settings
 

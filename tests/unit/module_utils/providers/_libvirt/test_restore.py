@@ -3,13 +3,13 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.resilient.virt.plugins.module_utils._fleet.desired import OWNER_KEY
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import (
     parse_domain_xml)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.restore import (
     _restored_xml)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import (
     vm_element)
+from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import OWNER_KEY
 
 
 def saved_definition(metadata):
