@@ -191,6 +191,17 @@ MUTANTS = {
         "        and picker.closed_to(vm, pool[0], pool[1])\n",
         "        and True\n",
         "a VM short for want of room makes the VMs after it wait, cycle after cycle"),
+    "plan-never-grows-along-the-target": (
+        FAILOVER + "towards_target.py",
+        "    if state.strategy != FOLLOW or state.target is None or not state.may_follow:\n",
+        "    if True:\n",
+        "a plan the limit leaves short is packed cycle by cycle and settles holding more than the "
+        "plan built without the limit"),
+    "target-slots-ignore-the-limit": (
+        FAILOVER + "packing.py",
+        "        if picker.is_closed(res.host):\n",
+        "        if False:\n",
+        "growing along the target opens two reservations on one hypervisor in one cycle"),
     "bound-ignores-barred-pairs": (
         FAILOVER + "bounds.py",
         "            ranked, needed_barred = barred.top, _barred_pairs(barred, vms)\n",
