@@ -21,6 +21,7 @@ def parse_time(text, field="time"):
     """RFC 3339 string -> epoch seconds; InvalidSpec naming ``field`` when malformed."""
     match = re.match(_RFC3339, text) if isinstance(text, str) else None
     if match is None:
+        # here, not at the top: errors.py imports this module
         from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
 
         raise InvalidSpec("%s: %r is not an RFC 3339 time; use a form like 2026-11-21T10:00:00Z"

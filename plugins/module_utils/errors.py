@@ -221,6 +221,7 @@ def classify(exc: BaseException,
             if err.cause is None:
                 err.cause = exc
             return err
+    # here, not at the top: _network_errors.py imports this module
     from ansible_collections.resilient.virt.plugins.module_utils._network_errors import (
         describe, library_error)
 

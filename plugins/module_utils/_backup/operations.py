@@ -20,6 +20,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._backup import reco
 from ansible_collections.resilient.virt.plugins.module_utils._backup.phases import (
     COMPLETED, FAILED, FAILED_VALIDATION, FINAL, IN_PROGRESS)
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import Deadline
+from ansible_collections.resilient.virt.plugins.module_utils._time import parse_time
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, InvalidSpec, NotFound, NotSupported, Timeout, VirtError)
 
@@ -117,8 +118,6 @@ class Operations:
             self.sleep(min(poll_interval(self.clock() - begun), deadline.remaining()))
 
     def _lease_half_gone(self, record):
-        from ansible_collections.resilient.virt.plugins.module_utils._time import parse_time
-
         until = record.get("lease_until")
         return until is None or parse_time(until) - time.time() < self.ledger.lease / 2
 

@@ -137,6 +137,8 @@ def _sqlite_path(url: str) -> str:
 
 def _open(url: str, timeout: float) -> StateStore:
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    # imported here, not at the top: sqlite.py and redis.py import this module, and a task
+    # loads only the store it uses
     if scheme == "sqlite":
         from ansible_collections.resilient.virt.plugins.module_utils._state.sqlite import SQLiteStore
         return SQLiteStore(_sqlite_path(url), timeout)
@@ -161,7 +163,7 @@ def check_url(url: str | None = None, environ: Mapping[str, str] | None = None) 
     if scheme == "sqlite":
         _sqlite_path(url)
     elif scheme in _REDIS_SCHEMES:
-        try:
+        try:  # here, not at the top: redis.py imports this module
             from ansible_collections.resilient.virt.plugins.module_utils._state.redis import RedisStore
         except ImportError:  # opening it says what is missing
             return
