@@ -9,6 +9,8 @@ call's own. Closing never waits longer than its time limit.
 """
 import threading
 
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import run_with_timeout
+
 __all__ = ("SharedConnection", "SharedConnectionMixin")
 
 
@@ -57,8 +59,6 @@ class SharedConnection:
             conn, self._conn = self._conn, None
         if conn is None:
             return
-        from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import (
-            run_with_timeout)
         try:
             run_with_timeout(lambda: self._close(conn), self._close_timeout, self._what)
         except Exception:  # noqa: BLE001 - closing must never turn a result into a failure

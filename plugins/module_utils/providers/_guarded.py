@@ -239,6 +239,8 @@ class GuardedProvider:
             raise NotSupported("the %s provider cannot change %s of an existing VM; set %s to "
                                "the VM's current value or remove it" % (
                                    self.type_name, ", ".join(cannot), " and ".join(cannot)))
+        # imported here: only a change needs it (0.9 ms, python3 -X importtime;
+        # tests/unit/modules/test_describe_imports.py)
         from ansible_collections.resilient.virt.plugins.module_utils.providers._reconfigure import (
             differences)
 

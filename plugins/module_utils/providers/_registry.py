@@ -17,8 +17,11 @@ import importlib
 import os
 import threading
 
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import resolve_settings
+from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Internal, InvalidSpec, field_error)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._guarded import GuardedProvider
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import Provider
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
 
@@ -27,6 +30,8 @@ __all__ = ("BUILTIN_BACKENDS", "BUILTIN_BACKUPS", "BuiltinBackups", "ENTRY_POINT
            "installed_entry_points")
 
 
+# A backend's code is imported when a provider of its type is first opened: a task pays only for
+# the backends it uses (libvirt's 68 ms, vSphere's 106 ms in a module process, python3 -X importtime).
 def _libvirt_backend():
     from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt import backend as libvirt_backend
     return libvirt_backend
@@ -107,6 +112,7 @@ def plugin_manager(plugins=(), environ=None):
         raise Internal("the Python library pluggy is needed to use providers; install it on the "
                        "managed node (pip install pluggy)", cause=exc) from exc
 
+    # imported after the check above: hookspecs imports pluggy
     from ansible_collections.resilient.virt.plugins.module_utils.providers import hookspecs
 
     manager = pluggy.PluginManager(hookspecs.PROJECT)
@@ -244,19 +250,12 @@ def open_provider(config, settings=None, store=None, plugins=(), environ=None):
     objects (observers, fault injectors, backends); ``environ``: the task's environment (default:
     this process's), for the plugins, settings and store and the options' environment fallbacks.
     """
-    from ansible_collections.resilient.virt.plugins.module_utils.providers._guarded import (
-        GuardedProvider)
-
     type_name = _check_config(config)
     environ = os.environ if environ is None else environ
     manager = plugin_manager(plugins, environ) if plugins else _shared_manager(type_name, environ)
     provider = provider_class(type_name, manager)(config, environ=environ)
     if settings is None:
-        from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import (
-            resolve_settings)
         settings = resolve_settings(environ=environ)
     if store is None:
-        from ansible_collections.resilient.virt.plugins.module_utils._state.store import (
-            open_store)
         store = open_store(settings.state_store, environ=environ)
     return GuardedProvider(provider, store, settings, manager.hook)

@@ -41,6 +41,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._convert import (
 from ansible_collections.resilient.virt.plugins.module_utils._input import check_text
 from ansible_collections.resilient.virt.plugins.module_utils._masking import (
     SECRET_VARIABLE_ENDINGS, is_secret_key, is_secret_variable, scrub, secret_values)
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.inflight import record_started
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, NotSupported, VirtError, field_error, field_errors, redact)
 
@@ -331,9 +332,6 @@ class Provider:
         If the attempt is abandoned at its time limit, its retry follows that operation until
         it ends instead of starting the work again; call it as soon as the handle is known.
         """
-        from ansible_collections.resilient.virt.plugins.module_utils._resilience.inflight import (
-            record_started)
-
         record_started(handle)
 
     def spec_errors(self, spec: dict[str, Any]) -> list[dict[str, Any]]:
