@@ -21,6 +21,7 @@ incremental, parent, checkpoint, location: {pool, marker, volumes: [{target, nam
 capacity_bytes, backing}]}, size_bytes, created_at, complete}``.
 """
 from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backend import LibvirtProvider
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backup_jobs import (
     cancel_backup, delete_backup, poll_copy, poll_push, prepare_backup, start_copy, start_push)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backup_storage import (
@@ -33,8 +34,6 @@ __all__ = ("backup_prepare", "backup_start", "backup_poll", "backup_cancel", "ba
 
 
 def _mine(provider):
-    from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.backend import (
-        LibvirtProvider)
     return isinstance(provider, LibvirtProvider)
 
 

@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, InvalidSpec, field_error, field_errors)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt import images
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import (
     error_code as _code, is_error as _is, load as _libvirt)
 
@@ -52,8 +53,6 @@ def check_host(provider, conn, disks, interfaces, what):
     or a change writes) refer to on the host, before anything is written. Returns {index: (pool,
     base image or None)} for the disks that get a volume (``create.create_volumes``); raises
     InvalidSpec listing every problem by its field, under the headline ``what``."""
-    from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt import images
-
     found, errors = {}, []
     pools = []  # the host's active pools, read once when a disk's path needs them
     for index, disk in sorted(disks.items()):

@@ -9,9 +9,14 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, NotFound, field_error, redact)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.checks import (
     check_host, storage_pool)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.images import (
+    clone_volume, seed_files, seed_iso)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import (
     is_error as _is, load as _libvirt)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import SEED_ROLE
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.platform import choose_cpu_mode
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import (
+    build_domain_xml, validate_spec, volume_xml)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.volumes import upload
 
 __all__ = ("create", "create_volumes", "delete_volumes")
@@ -24,9 +29,6 @@ def _whole_gib(size):
 
 def create(provider, spec):
     """Create the VM ``spec`` describes on ``provider``'s host: its VM dict."""
-    from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import (
-        build_domain_xml, validate_spec)
-
     spec = validate_spec(spec)
     session = provider.session()
     conn = session.connection
@@ -73,9 +75,6 @@ def create(provider, spec):
 
 def _platform(session, spec):
     """(domain type, CPU mode) of a new domain, from what the hypervisor offers."""
-    from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.platform import (
-        choose_cpu_mode)
-
     provider = session.provider
     domain_type, warning, supported = session.platform()
     if warning and warning not in provider.warnings:
@@ -96,9 +95,6 @@ def create_volumes(conn, name, token, disks, found):
     ``checks.check_host`` found for the validated ``disks``, {index: disk}) in its pool, named
     after the VM, ``token`` and the index: {index: volume dict}. A failure deletes the volumes
     made before it."""
-    from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt import (
-        images, spec as domain_spec)
-
     made = [(index, disks[index]) for index in sorted(found)]
     pools = dict((index, pool) for index, (pool, _base) in found.items())
     bases = dict((index, base) for index, (_pool, base) in found.items() if base)
@@ -107,10 +103,10 @@ def create_volumes(conn, name, token, disks, found):
         for index, disk in made:
             volume = "%s-%s-disk%d.%s" % (name, token, index, disk["format"])
             if index in bases:
-                vol = images.clone_volume(pools[index], volume, disk, bases[index])
+                vol = clone_volume(pools[index], volume, disk, bases[index])
             else:
                 vol = pools[index].createXML(
-                    domain_spec.volume_xml(volume, disk["size_gb"], disk["format"]), 0)
+                    volume_xml(volume, disk["size_gb"], disk["format"]), 0)
             volumes[index] = {"pool": pools[index].name(), "name": volume, "path": vol.path(),
                               "size_gb": disk.get("size_gb") or _whole_gib(vol.info()[1])}
             if index in bases:
@@ -125,8 +121,6 @@ def _seed_image(provider, conn, spec, uuid):
     """(pool, ISO image) of the cloud-init seed the new VM ``spec`` asks for, or None."""
     if spec.get("cloud_init") is None:
         return None
-    from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.images import (
-        seed_files, seed_iso)
 
     return (storage_pool(provider, conn, "cloud_init"),
             seed_iso(seed_files(spec["cloud_init"], uuid, spec["name"])))

@@ -12,12 +12,15 @@ import random
 import xml.etree.ElementTree as ET
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error, redact
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.checks import check_host
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.create import (
+    create_volumes, delete_volumes)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import (
     error_code as _code, is_error as _is, load as _libvirt)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import (
-    disk_nodes, managed_volumes, mib, parse_domain_xml, qualified)
+    disk_nodes, managed_volumes, mib, parse_domain_xml, NAMESPACE, qualified)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import (
-    disk_element, free_target, interface_element, vm_element)
+    disk_element, free_target, interface_element, vm_element, validate_spec)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._reconfigure import (
     list_changes, merged_metadata)
 
@@ -190,11 +193,6 @@ def reconfigure(provider, name, vcpus, memory_mb, changes):
     a failed change is not left half made."""
     import uuid as uuidlib
 
-    from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.checks import (
-        check_host)
-    from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.create import (
-        create_volumes, delete_volumes)
-
     validated = _changes_spec(name, vcpus, memory_mb, changes)
     lv = _libvirt()
     session = provider.session()
@@ -252,9 +250,6 @@ def reconfigure(provider, name, vcpus, memory_mb, changes):
 def _changes_spec(name, vcpus, memory_mb, changes):
     """The changed fields checked as a spec (every bad one named by its path), with the
     defaults a new VM would get."""
-    from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import (
-        validate_spec)
-
     for field, value, low in (("vcpus", vcpus, 1), ("memory_mb", memory_mb, 16)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                   or value < low):
@@ -286,8 +281,6 @@ def _apply_live(dom, edit, vcpus, memory_mb, done):
         if _live(methods[operation], xml):
             done.append((methods[undo], previous))
     if edit.labels_changed:  # the last step: nothing after it to take back
-        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import (
-            NAMESPACE)
         _live(lambda xml, flags: dom.setMetadata(
             lv.VIR_DOMAIN_METADATA_ELEMENT, xml, "rv", NAMESPACE, flags), edit.vm_element())
 
@@ -309,9 +302,6 @@ def _undone(provider, conn, dom, before, volumes, done, exc):
     was written: the steps made (``done``) are taken back in reverse order, the definition
     ``before`` is written again and the ``volumes`` made for the change are deleted unless the
     running domain still holds them. None when ``exc`` is no libvirt error (raise it as it is)."""
-    from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.create import (
-        delete_volumes)
-
     err = provider.classify_error(exc)
     if err is None:
         return None

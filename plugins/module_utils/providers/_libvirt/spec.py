@@ -43,6 +43,7 @@ import json
 import re
 import xml.etree.ElementTree as ET
 
+from ansible_collections.resilient.virt.plugins.module_utils.errors import NotSupported
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import (
     name_problem, qualified)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.platform import CPU_MODES
@@ -208,8 +209,6 @@ def validate_spec(spec):
     """Return the spec with defaults filled in, or raise InvalidSpec listing every bad field
     (NotSupported for ``placement``, ``template``, ``customization`` and ``guest_id``, which are
     vSphere's)."""
-    from ansible_collections.resilient.virt.plugins.module_utils.errors import NotSupported
-
     spec = _drop_none(spec)
     for key, fix in (("placement", "a libvirt provider is one hypervisor, so choose the provider; "
                                    "a disk's storage pool is disks[].pool"),
