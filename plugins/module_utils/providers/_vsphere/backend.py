@@ -1,8 +1,9 @@
 """The vSphere provider: a vCenter (or ESXi host) through pyVmomi's SOAP API.
 
-Hosts (HostSystems) are the hypervisors; a host's cluster is its availability zone. pyVmomi is
-imported on first use; the session is opened on first use, reused by every call of this
-provider object and logged out by ``close()``, which never waits more than a few seconds.
+Hosts (HostSystems) are the hypervisors; a host's cluster is its availability zone. pyVmomi
+(62 ms to import, python3 -X importtime) is imported on first use, inside the functions of this
+package that use it; the session is opened on first use, reused by every call of this provider
+object and logged out by ``close()``, which never waits more than a few seconds.
 Reads use one PropertyCollector call per query instead of one SOAP call per attribute.
 
 Security: ``protocol`` is https and the server certificate is verified against the system's
@@ -30,17 +31,20 @@ API (an ESXi host) has no tags: VM dicts show none, and setting one raises NotSu
 import re
 import socket
 
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import run_with_timeout
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    NotFound, NotSupported, Timeout, Unavailable, field_error)
+    NotFound, NotSupported, Timeout, Unavailable, classify, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._connection import (
     SharedConnection, SharedConnectionMixin)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vm_schema import errors_of
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.tagging import TagClient
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
     CAPABILITIES, Option, Provider, check_filters, match_filters)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.faults import (
     SESSION_LOST, classify_fault, fault_name)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.spec import (
-    MAX_NAME_LENGTH)
+    MAX_NAME_LENGTH, validate_spec)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.create import (
     create as create_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.edit import (
@@ -153,11 +157,6 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         return "%s:%d" % (self.config["host"], self.config["port"])
 
     def spec_errors(self, spec):
-        from ansible_collections.resilient.virt.plugins.module_utils.providers._vm_schema import (
-            errors_of)
-        from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.spec import (
-            validate_spec)
-
         return errors_of(validate_spec, spec)
 
     def check_name(self, name, creating=False):
@@ -182,9 +181,6 @@ class VSphereProvider(SharedConnectionMixin, Provider):
     def _login(self):
         from pyVim.connect import SmartConnect
 
-        from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import (
-            run_with_timeout)
-
         kwargs = dict(protocol=self.config["protocol"], host=self.config["host"],
                       port=self.config["port"], user=self.config["username"],
                       pwd=self.config["password"], sslContext=self._ssl_context(),
@@ -194,9 +190,6 @@ class VSphereProvider(SharedConnectionMixin, Provider):
             self.config["timeout"], "vSphere login to %s" % self.endpoint())
 
     def _rest_login(self):
-        from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.tagging import (
-            TagClient)
-
         return TagClient(self.config, self._ssl_context(), self.scrub,
                          lambda exc, where: certificate_error(exc, self.config, where,
                                                               self.option_path("ca_path")))
@@ -373,8 +366,6 @@ class VSphereProvider(SharedConnectionMixin, Provider):
                "progress": info.progress, "operation": info.descriptionId,
                "entity": info.entityName, "error": None}
         if info.error is not None:
-            from ansible_collections.resilient.virt.plugins.module_utils.errors import classify
-
             out["error"] = classify(info.error, (self.classify_error,)).to_dict()
         return out
 

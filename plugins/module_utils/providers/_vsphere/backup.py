@@ -29,6 +29,7 @@ from datetime import timezone
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, NotFound, NotSupported, Timeout, classify, field_error)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.backend import VSphereProvider
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import required_text
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.faults import (
     fault_name)
@@ -48,8 +49,6 @@ _POLL_INTERVAL = (0.02, 1.0)
 
 
 def _vsphere(provider):
-    from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.backend import (
-        VSphereProvider)
     return isinstance(provider, VSphereProvider)
 
 

@@ -10,6 +10,8 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.
     HARDWARE, backing_resolver, change, device_specs, labels)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.inventory import (
     VM_PATHS, retrieve)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.spec import (
+    config_spec, customization_spec, placement_request, validate_spec)
 
 __all__ = ("create",)
 
@@ -22,9 +24,6 @@ def create(provider, spec):
     again and the error says why. Tags on an endpoint without them, and every mistake in the
     spec that can be seen before, fail before anything is created.
     """
-    from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.spec import (
-        config_spec, placement_request, validate_spec)
-
     spec = validate_spec(spec)
     session = provider.session()
     if session.vm_refs(spec["name"]):
@@ -77,9 +76,6 @@ def _clone(session, spec, source, target):
     spec asks (``edit.change``) and its customization; a mistake that the source shows is
     refused before cloning."""
     from pyVmomi import vim
-
-    from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.spec import (
-        customization_spec)
 
     ref, props, vm = source
     name = spec["name"]

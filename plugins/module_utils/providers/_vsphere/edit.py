@@ -11,6 +11,8 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.
     VM_PATHS, datastore_of, retrieve)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.location import (
     KEYS as PLACEMENT_KEYS)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.spec import (
+    device_changes, validate_changes)
 
 __all__ = ("HARDWARE", "backing_resolver", "change", "device_specs", "labels", "migrate",
            "reconfigure", "relocate")
@@ -28,9 +30,6 @@ def reconfigure(provider, name, vcpus=None, memory_mb=None, metadata=None, tags=
     live (vCPUs or memory without hot plug): Conflict, and nothing is changed. A removed
     disk's file is kept, with a warning. ``changed`` is False when nothing had to change
     (placement given in another form than VM dicts show, naming where the VM already is)."""
-    from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.spec import (
-        validate_changes)
-
     if autostart is not None:
         raise NotSupported("vsphere provider cannot change autostart (a host setting of "
                            "ESXi that vSphere HA clusters ignore); remove autostart")
@@ -89,8 +88,6 @@ def labels(session, ref, have, metadata, tags):
 def device_specs(session, host, props, current, plan):
     """(device specs, kept disk files) doing the disks and interfaces of ``plan`` on the
     devices of ``props``, networks looked up on ``host``; InvalidSpec names a bad field."""
-    from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.spec import (
-        device_changes)
     from pyVmomi import vim
 
     changes, kept, backing_for = [], [], None
