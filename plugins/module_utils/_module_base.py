@@ -33,7 +33,12 @@ from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker
     BREAKER_FACT, fact, list_breakers)
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import (
     option_spec, resolve_settings)
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.stats import summary
+from ansible_collections.resilient.virt.plugins.module_utils._state.fallback import policy_store
+from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 from ansible_collections.resilient.virt.plugins.module_utils._task_context import TaskContext
+from ansible_collections.resilient.virt.plugins.module_utils.providers._environment import environment_provider
+from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import open_provider, provider_key
 
 RESILIENCE_OPTIONS = option_spec()
 
@@ -143,12 +148,12 @@ class ResilientModule:
     @property
     def store(self):
         if self._store is None:
-            from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
-
             self._store = open_store(self.params.get("state_store"), environ=self.environ,
                                      timeout=self.settings.store_timeout)
             self.warnings.extend(w for w in self._store.warnings if w not in self.warnings)
             if not self.params.get("state_store"):  # AWX or an EE without a shared store: warn
+                # imported here: only a task without a state store needs it
+                # (tests/unit/modules/test_describe_imports.py)
                 from ansible_collections.resilient.virt.plugins.module_utils._awx import store_warning
 
                 warning = store_warning(None, self.environ)
@@ -169,8 +174,6 @@ class ResilientModule:
         """The store of the providers' breakers and rate limits: the shared one, or under
         ``store_failure: open`` this task's memory once the shared one fails (with a warning)."""
         if self._policy_store is None:
-            from ansible_collections.resilient.virt.plugins.module_utils._state.fallback import policy_store
-
             self._policy_store = policy_store(lambda: self.store, self.settings, self.warnings.append)
         return self._policy_store
 
@@ -183,8 +186,6 @@ class ResilientModule:
             if len(catalog) == 1:
                 return self.provider_config(next(iter(catalog)), field)
             if not catalog:  # AWX credentials inject the settings (providers/_environment.py)
-                from ansible_collections.resilient.virt.plugins.module_utils.providers._environment import (
-                    environment_provider)
 
                 config = environment_provider(self.environ, field)
                 if config is not None:
@@ -232,7 +233,6 @@ class ResilientModule:
         ``key``, or None."""
         if ":" not in key:
             return None
-        from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import provider_key
 
         for name, entry in sorted(catalog.items(), key=lambda item: str(item[0])):
             if isinstance(entry, dict) and entry.get("type") == key.split(":", 1)[0]:
@@ -258,8 +258,6 @@ class ResilientModule:
 
     def open_provider(self, reference=None, field="provider"):
         """Connect to a provider through the resilience policy; closed when the module exits."""
-        from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import open_provider
-
         provider = open_provider(self.provider_config(reference, field), self.settings, self.policy_store,
                                  environ=self.environ)
         self._providers.append(provider)
@@ -299,8 +297,6 @@ class ResilientModule:
     def resilience(self):
         """The ``resilience`` result: what the resilience layer did per provider key
         (``_resilience/stats.py``), from every provider this task opened."""
-        from ansible_collections.resilient.virt.plugins.module_utils._resilience.stats import summary
-
         return summary(provider.stats for provider in self._providers)
 
     def _close(self):
@@ -346,6 +342,7 @@ class ResilientModule:
         The message is given once, in ``msg`` (``<type>: <message>``); ``error`` has the rest.
         No facts: Ansible keeps none from a failed task.
         """
+        # imported here: only a failed task needs it (6 ms in a module process, python3 -X importtime)
         from ansible_collections.resilient.virt.plugins.module_utils._required_libraries import explain
 
         err = explain(err, self.params, self.environ)

@@ -16,8 +16,12 @@ import json
 import time
 
 from ansible_collections.resilient.virt.plugins.module_utils._masking import scrub, secret_values
+from ansible_collections.resilient.virt.plugins.module_utils._required_libraries import BACKENDS, importable
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import run_with_timeout
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Timeout, VirtError, classify, field_error, field_errors)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import open_provider
+from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import FILTER_KEYS
 
 __all__ = ("scan", "failed_answers", "with_cache", "check_vm_filters", "FATAL_ERRORS")
 
@@ -62,11 +66,6 @@ def _scan_one(name, config, settings, store, include_vms, vm_filters, timeout, d
 
 def _ask(name, config, settings, store, include_vms, vm_filters, timeout, details, box):
     """The answer of one provider; ``box["provider"]`` is the provider once opened."""
-    from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import (
-        run_with_timeout)
-    from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import (
-        open_provider)
-
     started = time.monotonic()
 
     def work():
@@ -107,8 +106,6 @@ def _named(config, name):
 def _import_backends(providers):
     """Import the libraries of the providers' backends here, before the workers start: several
     threads importing one library at once can see it half initialised."""
-    from ansible_collections.resilient.virt.plugins.module_utils._required_libraries import BACKENDS, importable
-
     for config in providers.values():
         for library in BACKENDS.get(config.get("type"), ()):
             importable(library)
@@ -178,9 +175,6 @@ def with_cache(answers, cached, now=None, max_age=None):
 
 def check_vm_filters(vm_filters):
     """InvalidSpec naming ``vm_filters.<key>`` for a key the providers do not know."""
-    from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
-        FILTER_KEYS)
-
     if vm_filters is None:
         return
     if not isinstance(vm_filters, dict):
