@@ -21,6 +21,9 @@ import uuid
 
 import pytest
 
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import (
+    CircuitBreaker)
+from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 from playbook_runner import local_inventory, play, run_playbook
 
 # A measured task runs after a baseline task (the same describe with a healthy store of its own) and
@@ -259,10 +262,10 @@ def test_a_refusing_redis_spares_the_breaker(lab, start_redis, tmp_path, policy)
 def test_a_damaged_sqlite_store_is_a_clear_error(lab, tmp_path):
     path = str(tmp_path / "state.db")
     store = "sqlite://" + path
-    fill = [_task("fill", module="circuit_breaker", name="libvirt:filler-{{ item }}",
-                  state="open", state_store=store)]
-    fill[0]["loop"] = list(range(60))
-    assert run_playbook(tmp_path, [play(fill)], name="fill").rc == 0
+    filled = open_store(store, environ={})  # records over more pages than the schema's
+    for index in range(60):
+        CircuitBreaker(filled, "libvirt:filler-%d" % index).force_open()
+    filled.close()
     db = sqlite3.connect(path)
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     root = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'records'").fetchone()[0]
