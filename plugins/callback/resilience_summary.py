@@ -66,7 +66,10 @@ EXAMPLES = r"""
 from ansible.plugins.callback import CallbackBase
 
 from ansible_collections.resilient.virt.plugins.module_utils._masking import scrub, secret_values
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import list_breakers
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.stats import merge
+from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
+from ansible_collections.resilient.virt.plugins.plugin_utils._breaker_metrics import exposition, write_textfile
 
 RESULT_KEY = "resilience"
 BREAKER_FACT = "resilient_virt_breakers"
@@ -146,9 +149,6 @@ class CallbackModule(CallbackBase):
 
     def _store_breakers(self):
         """Every breaker of the state store, as ``breaker.list_breakers`` gives them."""
-        from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import list_breakers
-        from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
-
         store = open_store(self.get_option("state_store"))
         try:
             return list_breakers(store)
@@ -167,9 +167,6 @@ class CallbackModule(CallbackBase):
         self._display.warning(scrub(message, secret_values(self.get_option("state_store"))))
 
     def _write_metrics(self, path):
-        from ansible_collections.resilient.virt.plugins.plugin_utils._breaker_metrics import (
-            exposition, write_textfile)
-
         try:
             breakers = self._store_breakers()
         except Exception as exc:  # noqa: BLE001 - a store that cannot be read never fails the play

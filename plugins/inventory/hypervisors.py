@@ -237,6 +237,15 @@ from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructa
 import os
 import re
 
+from ansible_collections.resilient.virt.plugins.module_utils._convert import parse_duration, to_bool
+from ansible_collections.resilient.virt.plugins.module_utils._input import shown, text_problem
+from ansible_collections.resilient.virt.plugins.module_utils._inventory.hosts import (
+    host_records, safe_host_name, summary)
+from ansible_collections.resilient.virt.plugins.module_utils._inventory.scan import (
+    FATAL_ERRORS, check_vm_filters, failed_answers, scan, with_cache)
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import resolve_settings
+from ansible_collections.resilient.virt.plugins.module_utils._state.fallback import policy_store
+from ansible_collections.resilient.virt.plugins.module_utils._state.store import check_url, open_store
 from ansible_collections.resilient.virt.plugins.module_utils.errors import VirtError
 from ansible_collections.resilient.virt.plugins.module_utils._masking import (
     environment_secrets, scrub, secret_values)
@@ -276,9 +285,6 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         """Refuse, before any provider is asked, what Ansible itself lets through: an option this
         plugin does not have (a typo), a boolean that is not one (``include_vms: maybe`` would be
         false), a ``prefix`` that cannot start a variable name."""
-        from ansible_collections.resilient.virt.plugins.module_utils._convert import to_bool
-        from ansible_collections.resilient.virt.plugins.module_utils._input import shown, text_problem
-
         known = dict((key, {}) for key in self._options)
         known.update(getattr(self, "option_definitions", None) or {})
         problems = []
@@ -308,9 +314,6 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
 
     # -- answers -------------------------------------------------------------------------------
     def _populate(self, path, providers, cache):
-        from ansible_collections.resilient.virt.plugins.module_utils._inventory.scan import (
-            with_cache)
-
         use_cache = bool(self.get_option("cache"))
         key = self.get_cache_key(path)
         stored = None
@@ -338,8 +341,6 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         self._add(answers)
 
     def _max_stale_age(self):
-        from ansible_collections.resilient.virt.plugins.module_utils._convert import parse_duration
-
         return parse_duration(self.get_option("max_stale_age"), "max_stale_age")
 
     def _last_good(self, store, key, providers):
@@ -369,16 +370,6 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                                  "from the inventory cache only" % (err.type, self._scrub(err.message)))
 
     def _scan(self, providers):
-        from ansible_collections.resilient.virt.plugins.module_utils._convert import parse_duration
-        from ansible_collections.resilient.virt.plugins.module_utils._inventory.scan import (
-            check_vm_filters, failed_answers, scan)
-        from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import (
-            resolve_settings)
-        from ansible_collections.resilient.virt.plugins.module_utils._state.fallback import policy_store
-        from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
-
-        from ansible_collections.resilient.virt.plugins.module_utils._state.store import check_url
-
         timeout = parse_duration(self.get_option("timeout"), "timeout")
         if not timeout:
             raise AnsibleParserError("timeout: give the longest a provider may take, such as 30s")
@@ -418,9 +409,6 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         return scrub(text, self._secrets)
 
     def _report(self, answers):
-        from ansible_collections.resilient.virt.plugins.module_utils._inventory.scan import (
-            FATAL_ERRORS)
-
         fatal = [a for a in answers if not a["ok"] and a["error"]["type"] in FATAL_ERRORS]
         failed = [a for a in answers if a.get("stale") or not a["ok"]]
         for answer in fatal:
@@ -442,9 +430,6 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
 
     # -- hosts and groups ----------------------------------------------------------------------
     def _add(self, answers):
-        from ansible_collections.resilient.virt.plugins.module_utils._inventory.hosts import (
-            host_records, safe_host_name, summary)
-
         prefix, strict = self.get_option("prefix"), self.get_option("strict")
         taken = {}
         for record in host_records(answers, prefix, self.get_option("include_vms"),
