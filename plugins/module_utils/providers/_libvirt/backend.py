@@ -12,7 +12,7 @@ availability zone ``provider.az``, with ``provider.traits``. libvirt is synchron
 ids), so ``task_status`` is not a capability; neither is ``migrate``. Backups are in
 ``backup.py``, loaded on the first backup call (``_registry.BuiltinBackups``); creating a VM,
 its volumes and seed in ``create.py``, loaded by a create, a reconfigure or a delete of volumes;
-reconfiguring one in ``edit.py``, loaded by a reconfigure.
+reconfiguring one in ``edit.py``, loaded by a reconfigure; power actions in ``power.py``.
 
 Code that only some calls need is imported inside the method that needs it, so that a task that
 only reads VMs does not pay for it (tests/unit/modules/test_describe_imports.py). Measured with
@@ -24,7 +24,6 @@ import atexit
 import fnmatch
 import re
 import sys
-import time
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, Internal, InvalidSpec, NotFound, NotSupported, Timeout, Unauthorized, Unavailable,
@@ -33,20 +32,20 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._connecti
     SharedConnection, SharedConnectionMixin)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt import guest
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
-    POWER_ACTIONS, Option, Provider, check_filters, match_filters, new_vm)
+    Option, Provider, check_filters, match_filters, new_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import (
     DOMAIN_TYPES, managed_volumes, name_problem, parse_domain_xml)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import (
-    error_code as _code, error_codes as _codes, is_error as _is, load as _libvirt)
+    SHUTOFF as _SHUTOFF, error_code as _code, error_codes as _codes, is_error as _is, load as _libvirt)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.power import (
+    power as power_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.session import (
     Session)
 
 __all__ = ("LibvirtProvider", "resilient_virt_provider_types", "PATTERNS")
 
-DEFAULT_SHUTDOWN_TIMEOUT = 60.0
 CLOSE_TIMEOUT = 5.0
-POLL_INTERVAL = 0.25
 _URI = r"^[a-z][a-z0-9]*(\+[a-z0-9]+)?://\S*$"
 _UUID = r"^[0-9a-fA-F]{8}-?([0-9a-fA-F]{4}-?){3}[0-9a-fA-F]{12}$"
 PATTERNS = (_URI, _UUID)  # compiled ahead by a controller that preloads the collection
@@ -60,9 +59,7 @@ _URI_HELP = ("use e.g. qemu:///system, qemu+ssh://user@host/system, "
 # virDomainState -> VM state
 _STATES = {0: "unknown", 1: "running", 2: "running", 3: "paused", 4: "running", 5: "stopped",
            6: "stopped", 7: "paused"}
-_SHUTOFF = 5
 _ACTIVE = ("running", "paused")  # states in which a VM holds its addresses
-_PAUSED = (3, 7)
 # libvirt error code names per taxonomy class; names missing from an old libvirt are skipped
 _CODES = (
     (NotFound, ("NO_DOMAIN", "NO_NETWORK", "NO_STORAGE_POOL", "NO_STORAGE_VOL",
@@ -443,49 +440,7 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
         return dom.undefine()
 
     def power(self, name, action, timeout=None):
-        if action not in POWER_ACTIONS:
-            raise field_error("action", "%r: use one of %s" % (action, ", ".join(POWER_ACTIONS)))
-        conn = self._connection()
-        dom = self._lookup(conn, name)
-        state = dom.state()[0]
-        saved = state == _SHUTOFF and bool(dom.hasManagedSaveImage(0))
-        changed = True
-        if action == "on" and state in _PAUSED:
-            dom.resume()
-        elif action == "on" and state != 1:
-            dom.create()  # restores a managed save image when there is one
-        elif action == "off" and state != _SHUTOFF:
-            dom.destroy()
-        elif action == "off" and saved:
-            dom.managedSaveRemove(0)
-        elif action == "shutdown" and state != _SHUTOFF:
-            self._shutdown(dom, name, DEFAULT_SHUTDOWN_TIMEOUT if timeout is None else timeout)
-        elif action == "reboot":
-            if state == _SHUTOFF:
-                raise Conflict("VM %r is stopped, so it cannot be rebooted; power it on instead"
-                               % name)
-            dom.reboot(0)
-        elif action == "pause" and state == 1:
-            dom.suspend()
-        elif action == "suspend" and state != _SHUTOFF:
-            dom.managedSave(0)
-        elif action in ("pause", "suspend") and state == _SHUTOFF and not (
-                action == "suspend" and saved):
-            raise Conflict("VM %r is stopped, so it cannot be %s; power it on first"
-                           % (name, "paused" if action == "pause" else "suspended"))
-        else:
-            changed = False
-        return dict(self._vm(conn, dom), changed=changed)
-
-    def _shutdown(self, dom, name, timeout):
-        end = time.monotonic() + timeout
-        dom.shutdown()
-        while dom.state()[0] != _SHUTOFF:
-            if time.monotonic() >= end:
-                raise Timeout("VM %r did not shut down within %gs (the guest ignored or is still "
-                              "handling the ACPI request)" % (name, timeout),
-                              details={"timeout": timeout})
-            time.sleep(min(POLL_INTERVAL, max(0.0, end - time.monotonic())))
+        return power_vm(self, name, action, timeout)
 
     def reconfigure(self, name, vcpus=None, memory_mb=None, **changes):
         """Change the definition, then the running domain where it can take the change: vCPUs,

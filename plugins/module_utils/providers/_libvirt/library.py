@@ -1,10 +1,14 @@
-"""libvirt-python, imported on first use with its error handler silenced, and its error codes.
+"""libvirt-python, imported on first use with its error handler silenced, its error codes, and
+the domain states the backend tells apart.
 
 Every file of this backend takes libvirt and its errors from here, never from the backend.
 """
 import sys
 
-__all__ = ("load", "error_code", "error_codes", "is_error")
+__all__ = ("load", "error_code", "error_codes", "is_error", "SHUTOFF", "PAUSED")
+
+SHUTOFF = 5  # virDomainState of a stopped domain
+PAUSED = (3, 7)  # virDomainState of a paused domain, and of one the guest suspended
 
 _state = {"handler": False}
 

@@ -235,8 +235,8 @@ class AcpiDeafLibvirt(LibvirtProvider):
 
     type_name = "libvirt-acpi-deaf"
 
-    def _shutdown(self, dom, name, timeout):
-        return super()._shutdown(_AcpiDeafDomain(dom), name, timeout)
+    def _lookup(self, conn, name):
+        return _AcpiDeafDomain(super()._lookup(conn, name))
 
 
 class _AcpiDeafDomain:
