@@ -199,7 +199,8 @@ MUTANTS = {
         "plan built without the limit"),
     "target-slots-ignore-the-limit": (
         FAILOVER + "packing.py",
-        "        if picker.is_closed(res.host):\n",
+        "        if picker.is_closed(res.host) or (state.settings.limit_one_new_per_hypervisor\n"
+        "                                          and state.opening[res.host].name != res.name):\n",
         "        if False:\n",
         "growing along the target opens two reservations on one hypervisor in one cycle"),
     "bound-ignores-barred-pairs": (

@@ -95,6 +95,7 @@ class CycleState:
         self.protected = set()  # reservations realizing the target: consolidation leaves them
         self.clock = clock  # PlanningDeadline or None
         self.planned = {}  # following the target: {uuid: ([target reservations], realized)}
+        self.opening = {}  # following the target: {hypervisor: the target reservation to open}
         self.may_follow = may_follow  # FOLLOW is among the strategies (reconcile.STRATEGIES)
         self.follows = False  # the plan is part of the target (towards_target.follows_target)
         self.trait_hosts = {}  # (zone, trait needs) -> the hypervisors there with those traits

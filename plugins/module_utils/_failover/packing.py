@@ -182,9 +182,9 @@ def cover_plainly(state, vm, missing, az, needs, index, picker):
 def cover_as_planned(state, vm, az, needs, picker):
     """Give ``vm`` the target reservations it does not hold yet: join the reservation
     realizing one (grown to the target's size when smaller), or create it on the target's
-    hypervisor, unless that hypervisor already got a new reservation this cycle (with the
-    limit): the VM then waits for a later cycle for that slot. Why it stays short, or
-    None."""
+    hypervisor; with the limit, only the reservation that opens first there this cycle
+    (towards_target.follows_target), else the VM waits for a later cycle for that slot. Why it
+    stays short, or None."""
     slots, realized = state.planned.get(vm.uuid, ([], {}))
     held = state.graph.reservations_of(vm.uuid)
     waits = False
@@ -199,7 +199,8 @@ def cover_as_planned(state, vm, az, needs, picker):
                 state.join(vm, name, grow=True)
                 state.result.reused += 1
             continue
-        if picker.is_closed(res.host):
+        if picker.is_closed(res.host) or (state.settings.limit_one_new_per_hypervisor
+                                          and state.opening[res.host].name != res.name):
             waits = True
             continue
         if not state.has_room(res.host, reservation_size(res.resources)) or \

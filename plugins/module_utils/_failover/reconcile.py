@@ -118,13 +118,13 @@ def _cheapest(plan, reservations, target=None):
     tie, the greedy last). ``plan(strategy, order=, stop=, target=)`` gives (state, result).
     A settled packing is the only plan. Otherwise, when the plan is part of the target, it
     grows along it unless the first packing gives every VM its slots holding no more than the
-    plain greedy (its figures, or the target's greedy's when it did not run)."""
+    plain greedy (planning from nothing) or than the target (on a plan grown part way)."""
     packs, greedy, settled = _candidates(plan, reservations, target)
     if target is not None and FOLLOW in STRATEGIES and not settled \
             and not (greedy and _complete_and_no_worse(packs[0], greedy)):
         state, followed = plan(FOLLOW, target=target)
         if followed is not None and (greedy or not _complete_and_no_worse(
-                packs[0], state.target_plan.greedy)):
+                packs[0], _by_zone(state.target_plan, ""))):
             return followed
     if greedy is None:
         return min(packs, key=_cost)
@@ -167,14 +167,14 @@ def _complete_and_no_worse(result, greedy):
 
 
 def _by_zone(result, only=None):
-    """{zone: [memory_mb, reservations, slots missing]} of ``result``; with ``only``, the whole
-    fleet under that key."""
+    """{zone: [memory_mb, reservations, slots missing]} of ``result`` (a CycleResult or a
+    Target); with ``only``, the whole fleet under that key."""
     figures = {}
     for res in result.reservations:
         held = figures.setdefault(res.az if only is None else only, [0, 0, 0])
         held[0] += reservation_size(res.resources)[1]
         held[1] += 1
-    for status in result.vm_status:
+    for status in getattr(result, "vm_status", ()):
         figures.setdefault(status.az if only is None else only, [0, 0, 0])[2] += status.short_by
     return figures
 

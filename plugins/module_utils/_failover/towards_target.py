@@ -53,7 +53,20 @@ def follows_target(state):
         by_name = {res.name: res for res in targets.get(az, [])}
         for uuid, names in moved.targets.items():
             state.planned[uuid] = ([by_name[name] for name in names], moved.realized)
+        for res in targets.get(az, []):
+            if res.name not in moved.realized:
+                first = state.opening.get(res.host)
+                if first is None or _opens_before(res, first):
+                    state.opening[res.host] = res
     return True
+
+
+def _opens_before(res, other):
+    """True when target reservation ``res`` opens before ``other`` on their hypervisor under
+    the limit: the one serving the most VMs first (most VMs covered this cycle), then the
+    larger, then by name."""
+    return (-len(res.allocations), -reservation_size(res.resources)[1], res.name) < \
+        (-len(other.allocations), -reservation_size(other.resources)[1], other.name)
 
 
 def moving_zones(state):
