@@ -16,8 +16,9 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import SEED_ROLE
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.platform import choose_cpu_mode
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.spec import (
-    build_domain_xml, validate_spec, volume_xml)
-from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.volumes import upload
+    build_domain_xml, validate_spec)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.volumes import (
+    upload, volume_xml)
 
 __all__ = ("create", "create_volumes", "delete_volumes")
 
@@ -106,7 +107,7 @@ def create_volumes(conn, name, token, disks, found):
                 vol = clone_volume(pools[index], volume, disk, bases[index])
             else:
                 vol = pools[index].createXML(
-                    volume_xml(volume, disk["size_gb"], disk["format"]), 0)
+                    volume_xml(volume, disk["size_gb"], disk["format"], unit="GiB", allocation=None), 0)
             volumes[index] = {"pool": pools[index].name(), "name": volume, "path": vol.path(),
                               "size_gb": disk.get("size_gb") or _whole_gib(vol.info()[1])}
             if index in bases:

@@ -50,7 +50,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vm_schema import (
     MAC_PATTERN, STRING, check_spec, field_path, spec_schema as vm_schema)
 
-__all__ = ("spec_schema", "validate_spec", "build_domain_xml", "volume_xml", "free_target",
+__all__ = ("spec_schema", "validate_spec", "build_domain_xml", "free_target",
            "disk_element", "interface_element", "vm_element", "volumes_element")
 
 DISK_BUSES = ("virtio", "sata", "scsi", "ide")
@@ -315,19 +315,6 @@ def _sub(parent, tag, text=None, **attrs):
     if text is not None:
         node.text = str(text)
     return node
-
-
-def volume_xml(name, size_gb, fmt):
-    """Storage volume XML for a new disk of ``size_gb`` GiB in format ``fmt``; qcow2 as v3
-    (compat 1.1: libvirt makes v2 otherwise), which running backups with checkpoints need."""
-    root = ET.Element("volume")
-    _sub(root, "name", name)
-    _sub(root, "capacity", size_gb, unit="GiB")
-    target = _sub(root, "target")
-    _sub(target, "format", type=fmt)
-    if fmt == "qcow2":
-        _sub(target, "compat", "1.1")
-    return ET.tostring(root, encoding="unicode")
 
 
 def build_domain_xml(spec, domain_type="qemu", uuid=None, volumes=None, cpu_mode=None, seed=None):

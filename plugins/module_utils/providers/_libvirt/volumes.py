@@ -18,13 +18,18 @@ _POOL_TYPES = ("dir", "fs", "netfs")
 _POOL_HELP = {"backup_pool": "/var/lib/libvirt/backups", "storage_pool": "/var/lib/libvirt/images"}
 
 
-def volume_xml(name, capacity, fmt="qcow2", backing=None, backing_format="qcow2"):
-    """The XML of a new volume ``name`` of ``capacity`` bytes in format ``fmt`` (qcow2 v3 by
-    default), on the image ``backing`` (in ``backing_format``) when given."""
+def volume_xml(name, capacity, fmt="qcow2", backing=None, backing_format="qcow2", unit="bytes",
+               allocation=0):
+    """The XML of a new volume ``name`` of ``capacity`` (in ``unit``: bytes, GiB) in format
+    ``fmt``, on the image ``backing`` (in ``backing_format``) when given. qcow2 is made v3
+    (compat 1.1, libvirt makes v2 otherwise), which running backups with checkpoints need.
+    ``allocation`` is in bytes; None leaves it out, and libvirt then allocates the whole
+    capacity."""
     root = ET.Element("volume")
     ET.SubElement(root, "name").text = name
-    ET.SubElement(root, "capacity", unit="bytes").text = str(int(capacity))
-    ET.SubElement(root, "allocation", unit="bytes").text = "0"
+    ET.SubElement(root, "capacity", unit=unit).text = str(int(capacity))
+    if allocation is not None:
+        ET.SubElement(root, "allocation", unit="bytes").text = str(int(allocation))
     target = ET.SubElement(root, "target")
     ET.SubElement(target, "format", type=fmt)
     if fmt == "qcow2":

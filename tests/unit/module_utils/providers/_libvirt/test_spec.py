@@ -145,15 +145,6 @@ def test_many_disks_get_distinct_targets():
     assert len(set(targets)) == 28 and targets[25:] == ["vdz", "vdaa", "vdab"]
 
 
-def test_volume_xml_is_a_volume_of_the_given_size_and_format():
-    root = ET.fromstring(dom.volume_xml("v&1", 3, "qcow2"))
-    assert root.findtext("name") == "v&1"
-    assert (root.findtext("capacity"), root.find("capacity").get("unit")) == ("3", "GiB")
-    assert root.find("target/format").get("type") == "qcow2"
-    assert root.findtext("target/compat") == "1.1"  # qcow2 v3: running backups need it
-    assert ET.fromstring(dom.volume_xml("r", 1, "raw")).find("target/compat") is None
-
-
 @pytest.mark.parametrize("key, value, fix", [
     ("placement", {"cluster": "C0"}, "disks[].pool"), ("template", "debian12", "disks[].base_image")])
 def test_vsphere_only_fields_are_not_supported_with_the_libvirt_fix(key, value, fix):
