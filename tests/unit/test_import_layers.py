@@ -78,4 +78,3 @@ def test_no_file_imports_from_a_higher_layer():
                 upwards.append("%s:%d (%s) imports %s (%s)" % (
                     path, line, LAYERS[own][0], target, LAYERS[layer_of(target)][0]))
     assert not upwards, "imports against the layer order:\n" + "\n".join(upwards)
-
