@@ -96,8 +96,9 @@ def test_providers_are_asked_at_the_same_time(store, silent):
     _scan(providers, store, timeout=1.0, concurrency=1)
     one_by_one = time.monotonic() - began
     assert all(a["error"]["type"] == "Timeout" for a in answers)
-    assert at_once < 1.0 + 1.5, at_once          # about the slowest one
     assert one_by_one >= 4.0, one_by_one         # the sum
+    assert at_once < one_by_one / 2, (at_once, one_by_one)  # about the slowest one: a ratio,
+    # which holds on a loaded machine where both take longer
 
 
 def test_an_open_breaker_answers_at_once_without_reaching_the_provider(store, silent):
