@@ -45,9 +45,10 @@ BREAKER_FACT = "resilient_virt_breakers"  # the fact that holds every breaker, e
 DEFAULT_PROBE_LEASE = 240.0
 ALIVE_ERRORS = frozenset(("NotFound", "InvalidSpec", "Conflict", "Unauthorized", "NotSupported",
                           "QuotaExceeded", "RateLimit"))
-_EMPTY: Record = {"state": "closed", "consecutive_failures": 0, "failures_total": 0, "opened_total": 0,
-          "rejected_total": 0, "successes_total": 0, "opened_at": None, "half_open_at": None,
-          "probes": {}, "probe_successes": 0, "last_error": None}
+_EMPTY: Record = {
+    "state": "closed", "consecutive_failures": 0, "failures_total": 0, "opened_total": 0,
+    "rejected_total": 0, "successes_total": 0, "opened_at": None, "half_open_at": None,
+    "probes": {}, "probe_successes": 0, "last_error": None}
 _STATES = ("closed", "open", "half_open")
 _COUNTERS = ("consecutive_failures", "failures_total", "opened_total", "rejected_total",
              "successes_total", "probe_successes")

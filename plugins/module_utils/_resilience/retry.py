@@ -113,9 +113,8 @@ class _Loop:
         return isinstance(exc, Exception) and self.classified(exc).retryable
 
     def before_sleep(self, state: tenacity.RetryCallState) -> None:
-        if self.on_retry is not None:
-            assert self.current is not None and self.failed is not None  # an attempt failed
-            self.on_retry(self.current, self.failed[1], self.delay)
+        if self.on_retry is not None and self.current is not None and self.failed is not None:
+            self.on_retry(self.current, self.failed[1], self.delay)  # after a failed attempt
 
 
 def _strategies(loop: _Loop, settings: RetrySettings) -> dict[str, Any]:
@@ -126,15 +125,14 @@ def _strategies(loop: _Loop, settings: RetrySettings) -> dict[str, Any]:
 
     class _AtDeadline(tenacity.stop.stop_base):
         def __call__(self, state: tenacity.RetryCallState) -> bool:
-            assert loop.current is not None  # asked after an attempt
-            return loop.current.at_deadline or loop.deadline.expired()
+            at_deadline = loop.current is not None and loop.current.at_deadline
+            return at_deadline or loop.deadline.expired()
 
     class _Backoff(tenacity.wait.wait_base):
         def __call__(self, state: tenacity.RetryCallState) -> float:
             backoff = backoff_delay(state.attempt_number, settings)
             delay = backoff + random.uniform(0.0, JITTER * backoff)
-            assert loop.failed is not None  # asked after a failed attempt
-            retry_after = loop.failed[1].retry_after
+            retry_after = loop.failed[1].retry_after if loop.failed is not None else None
             if retry_after is not None:
                 delay = max(delay, retry_after)
             remaining = loop.deadline.remaining()
