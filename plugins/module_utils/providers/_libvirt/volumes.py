@@ -148,10 +148,7 @@ def download(conn, vol, limit):
             chunks.append(chunk)
         stream.finish()
     except Exception:
-        try:
-            stream.abort()
-        except Exception:  # noqa: BLE001 - the first error is the one to report
-            pass
+        _abort_quietly(stream)
         raise
     return b"".join(chunks)
 
@@ -171,10 +168,7 @@ def upload(conn, pool, name, data):
                 offset += sent
             stream.finish()
         except Exception:
-            try:
-                stream.abort()
-            except Exception:  # noqa: BLE001 - the first error is the one to report
-                pass
+            _abort_quietly(stream)
             raise
     except Exception:
         try:
@@ -183,3 +177,11 @@ def upload(conn, pool, name, data):
             pass
         raise
     return vol
+
+
+def _abort_quietly(stream):
+    """Abort ``stream`` after a failure, which stays the error to report."""
+    try:
+        stream.abort()
+    except Exception:  # noqa: BLE001 - the first error is the one to report
+        pass
