@@ -76,7 +76,8 @@ def assign(state):
                 raise Dominated(state.held)
         if vm_status.why is not None and limit_left_short(state, need.vm, pool, picker):
             waiting[pool] = need.vm.uuid
-    if state.strategy == FOLLOW:
+    if state.strategy == FOLLOW and all(status[need.vm.uuid].why != PLANNED_WAITING
+                                        for need in selected):
         pack_the_rest(state, selected, status, picker)
     state.result.processed = len(selected)
     state.result.deferred = len(deferred)
@@ -84,8 +85,9 @@ def assign(state):
 
 
 def pack_the_rest(state, selected, status, picker):
-    """Following the target, once every VM has taken its target slots: pack the slots the
-    target leaves missing (after them, so that they take no room a target slot needs)."""
+    """Following the target, in the cycle where no VM waits any more for a target slot: pack
+    the slots the target leaves missing (only then, so that they take no room a target slot
+    needs and the plan stays part of the target while it grows)."""
     state.strategy = PACK
     for need in selected:
         vm_status = status[need.vm.uuid]
