@@ -30,6 +30,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.
 HV = "hv2"
 MIB = 1024 * 1024
 WAIT = 60.0
+SLOWED_MIB = 1536  # data a backup job cannot copy between its start and the test slowing it
 
 
 # -- fixtures -----------------------------------------------------------------------------------
@@ -249,8 +250,8 @@ def test_a_new_process_follows_a_backup_whose_starter_was_killed(open_guarded, c
 
 def test_cancel_aborts_the_job_and_removes_what_it_made(guarded, conn, hv, prefix):
     vm = prefix + "-vm"
-    dom, disk = make_vm(conn, hv, vm, size_mib=512, running=False)
-    write(hv, disk, "0x55", 0, "512M")
+    dom, disk = make_vm(conn, hv, vm, size_mib=SLOWED_MIB, running=False)
+    write(hv, disk, "0x55", 0, "%dM" % SLOWED_MIB)
     dom.create()
     request = {"kind": "backup", "name": prefix + "-b", "vm": vm, "incremental": False,
                "parent": None}
@@ -273,8 +274,8 @@ def test_cancel_aborts_the_job_and_removes_what_it_made(guarded, conn, hv, prefi
 
 def test_a_job_that_fails_is_reported_and_leaves_no_checkpoint(guarded, conn, hv, prefix):
     vm = prefix + "-vm"
-    dom, disk = make_vm(conn, hv, vm, size_mib=512, running=False)
-    write(hv, disk, "0x77", 0, "512M")
+    dom, disk = make_vm(conn, hv, vm, size_mib=SLOWED_MIB, running=False)
+    write(hv, disk, "0x77", 0, "%dM" % SLOWED_MIB)
     dom.create()
     request = {"kind": "backup", "name": prefix + "-b", "vm": vm, "incremental": False,
                "parent": None}
