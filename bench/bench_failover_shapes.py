@@ -101,8 +101,8 @@ def measure_shape(shape):
     greedy = reconcile.plain_greedy(hypervisors, vms, free, now=1.8e9).summary
     plan = result.summary
     return dict(shape, vms=len(vms), cycles=cycles, settled=not result.changed_anything,
-                slowest=slowest, slowest_cpu=slowest_cpu, plan=[plan["reserved_memory_mb"], plan["reservations"],
-                                       plan["slots_missing"]],
+                slowest=slowest, slowest_cpu=slowest_cpu,
+                plan=[plan["reserved_memory_mb"], plan["reservations"], plan["slots_missing"]],
                 greedy=[greedy["reserved_memory_mb"], greedy["reservations"],
                         greedy["slots_missing"]],
                 bound=[plan["lower_bound_memory_mb"], plan["lower_bound_reservations"]])

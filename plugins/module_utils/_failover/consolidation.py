@@ -52,8 +52,8 @@ def consolidate(state):
             into.allocations[uuid] = out.allocations.pop(uuid)
             state.touch(into)
             state.reindex(target)
-            state.result.removals.append(Removal(source, uuid, into.allocations[uuid],
-                                                CONSOLIDATED % target))
+            state.result.removals.append(
+                Removal(source, uuid, into.allocations[uuid], CONSOLIDATED % target))
             if source != res.name:
                 left.add(source)
         state.result.moved += len(moves)

@@ -121,10 +121,10 @@ def migrate(state, az, target, moved, budget, created_on):
         kept = {moved.realized.get(res.name) for res in slots}
         held = sorted(state.graph.reservations_of(uuid))
         leave = [name for name in held if name not in kept]
-        if uuid in state.vms and 0 < len(leave) <= budget and move_to_target(state,
-                state.vms[uuid], az, leave,
-                [res for res in slots if moved.realized.get(res.name) not in held],
-                moved.realized, created_on):
+        if uuid not in state.vms or not 0 < len(leave) <= budget:
+            continue
+        into = [res for res in slots if moved.realized.get(res.name) not in held]
+        if move_to_target(state, state.vms[uuid], az, leave, into, moved.realized, created_on):
             budget -= len(leave)
     return budget
 
