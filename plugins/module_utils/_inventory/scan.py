@@ -6,12 +6,14 @@
 provider through the resilience policy (its circuit breaker, rate limit, retries and attempt
 timeouts, with ``timeout`` as the deadline of each call) and lists its hypervisors, then its VMs
 when asked; the whole job is cut off after ``timeout`` seconds whatever happens inside, so one
-provider never costs more than that. The answer of a provider is a JSON-able dict (see
+provider never costs more than that; a job cut off while retrying answers with the error it was
+retrying. The answer of a provider is a JSON-able dict (see
 :func:`_answer`); a failed one carries its error instead of hosts.
 
 :func:`with_cache` puts a provider's last good answer, marked stale with its age, in place of a
 failed answer, and returns what to keep as the new cache.
 """
+import copy
 import json
 import time
 
@@ -83,8 +85,7 @@ def _ask(name, config, settings, store, include_vms, vm_filters, timeout, detail
         provider = box.get("provider")
         if isinstance(err, Timeout) and provider is not None:
             provider.provider.abandon()  # its call may still hang: never wait on it
-            err = Timeout("no answer within the inventory's timeout of %gs" % timeout,
-                          details={"timeout": timeout})
+            err = _cut_off(provider, timeout)
         err.message = scrub(err.message, secret_values(config))
         return _answer(name, started, type=config.get("type"),
                        key=None if provider is None else provider.key, error=_error(err),
@@ -94,6 +95,19 @@ def _ask(name, config, settings, store, include_vms, vm_filters, timeout, detail
     hypervisors, vms = json.loads(json.dumps([hypervisors, vms], default=str))
     return _answer(name, started, type=provider.type_name, key=provider.key, ok=True,
                    hypervisors=hypervisors, vms=vms, breaker=_breaker_state(provider))
+
+
+def _cut_off(provider, timeout):
+    """The error of a provider cut off at the inventory's timeout: the error its call was
+    retrying when time ran out (a refused port stays Unavailable), else a Timeout."""
+    retrying = provider.policy.retrying
+    if retrying is not None:
+        err = copy.copy(retrying)
+        err.message = "%s (still failing when the inventory's timeout of %gs ran out)" % (
+            retrying.message, timeout)
+        return err
+    return Timeout("no answer within the inventory's timeout of %gs" % timeout,
+                   details={"timeout": timeout})
 
 
 def _named(config, name):

@@ -94,6 +94,8 @@ class Policy:
         self.hooks = hooks
         self.warnings: list[str] = []
         self.stats = CallStats(key)
+        # the error of the last failed attempt of the call in progress, while it is being retried
+        self.retrying: VirtError | None = None
         lease = max(settings.timeout_for(c) for c in OPERATION_CLASSES) + settings.store_timeout
         self._breaker = CircuitBreaker(
             store, key, failure_threshold=settings.failure_threshold,
@@ -143,12 +145,14 @@ class Policy:
                                  budget < timeout, name, deadline, inflight)
 
         def on_retry(att: Attempt, error: VirtError, delay: float) -> None:
+            self.retrying = error
             self.stats.on_retry(delay)
             hook = getattr(self.hooks, "on_retry", None)
             if hook is not None:
                 hook(att, error, delay)
 
         self.stats.on_call()
+        self.retrying = None
         try:
             return run_with_retry(attempt, self.settings.retry, deadline=deadline,
                                   on_retry=on_retry, classifiers=self._classifiers)
@@ -156,6 +160,8 @@ class Policy:
             if err.type not in ALIVE_ERRORS:  # an answer (NotFound, ...) is no failed call
                 self.stats.on_failed_call()
             raise
+        finally:
+            self.retrying = None
 
     def _store_time(self, deadline: Deadline) -> float | None:
         """What the rate limit's and the breaker's reads before a call may spend on the store:

@@ -87,6 +87,17 @@ def test_a_hung_provider_costs_its_timeout_not_more(store, silent):
     assert "1.5s" in answers["hung"]["error"]["message"]
 
 
+def test_a_provider_cut_off_while_retrying_answers_with_the_error_it_retried(store):
+    # a refused port fails at once and is retried after 30 s: the inventory stops waiting first
+    settings = quick_settings(base_delay="30s", max_delay="30s", max_attempts=5)
+    refused = {"type": "libvirt", "uri": "qemu+tcp://admin:S3cretPass@127.0.0.1:1/system"}
+    answer = scan({"refused": refused}, lambda name: settings, store, timeout=1.0)[0]
+    assert not answer["ok"] and answer["error"]["type"] == "Unavailable", answer
+    message = answer["error"]["message"]
+    assert message.endswith("(still failing when the inventory's timeout of 1s ran out)"), message
+    assert "S3cretPass" not in str(answer)
+
+
 def test_providers_are_asked_at_the_same_time(store, silent):
     providers = dict(("hung%d" % i, silent("hung%d" % i)) for i in range(4))
     began = time.monotonic()
