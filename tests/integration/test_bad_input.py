@@ -360,6 +360,11 @@ def test_out_of_range_and_malformed_input_is_invalid_spec_and_stores_nothing(lab
             "vms[0].host"),
         "unknown failed host": ("failover_reservation", dict(
             given, state="evacuated", failed_hosts=["h9"]), "failed_hosts[0]"),
+        "failed host turned around": ("failover_reservation", dict(
+            given, state="evacuated", failed_hosts=["h1", "h\u202e2"]), "failed_hosts[1]"),
+        "hypervisor name with a newline": ("failover_reservation", dict(
+            given, requirements={"*": 1},
+            hypervisors=[dict(given["hypervisors"][0], name="h1\nh2")]), "hypervisors[0].name"),
     }
     tasks = [_task(title, module=module, **args) for title, (module, args, _path) in cases.items()]
     run = run_playbook(tmp_path, [play(tasks, module_defaults={"state_store": "sqlite:///%s" % path})])
@@ -370,6 +375,8 @@ def test_out_of_range_and_malformed_input_is_invalid_spec_and_stores_nothing(lab
         if field is not None:
             assert field in _errors(result) or field in result["msg"], result
     assert "filters" in run.task("filter state")["msg"]
+    assert "direction-changing" in run.task("failed host turned around")["msg"]
+    assert "control character" in run.task("hypervisor name with a newline")["msg"]
     if path.exists():  # nothing stored: no breaker, no reservation
         db = sqlite3.connect(str(path))
         assert db.execute("SELECT count(*) FROM records").fetchone()[0] == 0

@@ -16,6 +16,7 @@ from typing import Any, Callable, NamedTuple, NoReturn
 
 from ansible_collections.resilient.virt.plugins.module_utils._failover.naming import (  # noqa: F401
     NameAllocator, sanitize_az_for_name)  # kept here for importers
+from ansible_collections.resilient.virt.plugins.module_utils._input import text_problem
 from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
 
 __all__ = ("Hypervisor", "VM", "Reservation", "RESOURCE_KEYS", "resource_error", "vm_fits",
@@ -28,7 +29,8 @@ def _fail(path: str, message: str) -> NoReturn:
 
 
 def _text(data: Mapping[str, Any], key: str, path: str, required: bool = False) -> str:
-    """The string at ``key`` ("" when missing and not ``required``)."""
+    """The string at ``key`` ("" when missing and not ``required``), a name as
+    :func:`_input.text_problem` accepts it."""
     value = data.get(key)
     if value is None:
         if required:
@@ -36,6 +38,9 @@ def _text(data: Mapping[str, Any], key: str, path: str, required: bool = False) 
         return ""
     if not isinstance(value, str) or (required and not value):
         _fail("%s.%s" % (path, key), "must be a non-empty string, got %r" % (value,))
+    problem = text_problem(value) if value else None
+    if problem:
+        _fail("%s.%s" % (path, key), problem)
     return value
 
 

@@ -154,6 +154,7 @@ def _evacuated(params, ctx, book):
         known = set(stored.owners) | set(vm.host for vm in fleet.vms)
     known |= set(res.host for res in stored.reservations)
     for index, host in enumerate(params["failed_hosts"]):
+        check_text(host, "failed_hosts[%d]" % index, what="a hypervisor name")
         if host not in known:
             raise field_error(
                 "failed_hosts[%d]" % index,
