@@ -17,7 +17,8 @@ __all__ = ("CORE", "BACKENDS", "STORES", "OPTIONS", "PACKAGES", "provider_types"
            "importable", "missing", "missing_error", "explain")
 
 CORE = ("pluggy", "tenacity", "jsonschema")
-BACKENDS = {"libvirt": ("libvirt",), "vsphere": ("pyVmomi", "requests")}  # type -> libraries
+BACKENDS = {"libvirt": ("libvirt",), "vsphere": ("pyVmomi", "requests"),
+            "proxmox": ("proxmoxer", "requests")}  # type -> libraries
 STORES = dict((scheme, ("redis",)) for scheme in (  # state store URL scheme -> libraries
     "redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster"))
 OPTIONS = {"cloud_init": ("pycdlib", "yaml")}  # task option, when given -> libraries
@@ -30,7 +31,9 @@ PACKAGES = {
                 "library: on Debian or Ubuntu install python3-libvirt, or libvirt-dev, "
                 "pkg-config and a C compiler first)"),
     "pyVmomi": ("pyvmomi", "for vSphere providers"),
-    "requests": ("requests", "for vSphere tags (the vSphere Automation REST API)"),
+    "requests": ("requests", "for vSphere tags (the vSphere Automation REST API) and Proxmox "
+                 "VE providers"),
+    "proxmoxer": ("proxmoxer", "for Proxmox VE providers"),
     "redis": ("redis", "for a Redis state store (redis://, redis+sentinel://, redis+cluster://)"),
     "pycdlib": ("pycdlib", "to write cloud-init seed images (cloud_init)"),
     "yaml": ("PyYAML", "to write cloud-init data (cloud_init)"),

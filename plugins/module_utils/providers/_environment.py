@@ -13,7 +13,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import field
 __all__ = ("SIGNS", "environment_types", "environment_provider", "environment_catalog")
 
 # provider type -> the environment variable that names an endpoint of that type
-SIGNS = {"vsphere": "VMWARE_HOST", "libvirt": "LIBVIRT_DEFAULT_URI"}
+SIGNS = {"vsphere": "VMWARE_HOST", "libvirt": "LIBVIRT_DEFAULT_URI", "proxmox": "PROXMOX_HOST"}
 
 
 def environment_types(environ):

@@ -42,6 +42,11 @@ def _vsphere_backend():
     return vsphere_backend
 
 
+def _proxmox_backend():
+    from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox import backend as proxmox_backend
+    return proxmox_backend
+
+
 def _libvirt_backups():
     from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt import backup as libvirt_backup
     return libvirt_backup
@@ -85,8 +90,9 @@ class BuiltinBackups:
 
 
 # type name -> function importing the backend module (a plugin with module-level hookimpls)
-BUILTIN_BACKENDS = {"libvirt": _libvirt_backend, "vsphere": _vsphere_backend}
-# type name -> the plugin with its backup hooks
+BUILTIN_BACKENDS = {"libvirt": _libvirt_backend, "vsphere": _vsphere_backend,
+                    "proxmox": _proxmox_backend}
+# type name -> the plugin with its backup hooks (a backend without one has no backups)
 BUILTIN_BACKUPS = {"libvirt": BuiltinBackups(_libvirt_backups),
                    "vsphere": BuiltinBackups(_vsphere_backups)}
 ENTRY_POINT_GROUP = "resilient_virt.providers"
@@ -171,7 +177,8 @@ def _load_plugins(manager, type_name):
     """
     if type_name in BUILTIN_BACKENDS:
         _register(manager, BUILTIN_BACKENDS[type_name]())
-        _register(manager, BUILTIN_BACKUPS[type_name])
+        if type_name in BUILTIN_BACKUPS:
+            _register(manager, BUILTIN_BACKUPS[type_name])
         return []
     entry_points = installed_entry_points()
     try:
