@@ -312,7 +312,12 @@ func guestTools() {
 //     datastores only (the simulator leaves it listed by the old ones, or by none);
 //   - RelocateVM_Task to another datastore moves the VM's directory there and rewrites the paths
 //     of its files, as storage vMotion does (the simulator only changes the VM's datastore list;
-//     disks outside the VM's directory stay where they are).
+//     disks outside the VM's directory stay where they are);
+//   - CreateSnapshot_Task without memory records the snapshot's state as poweredOff, the state
+//     a revert to it brings back (the simulator records the VM's power state);
+//   - RevertToSnapshot_Task leaves the VM in the snapshot's state: powered on for a snapshot
+//     with memory (unless suppressPowerOn), powered off without (the simulator keeps the VM's
+//     power state as it was).
 //
 // Calls reach it through host name patterns (127.0.0.1, localhost and ::1/sdk), which
 // http.ServeMux prefers to the simulator's own /sdk pattern.
@@ -325,7 +330,8 @@ func soapFixes(s *simulator.Service) {
 			return
 		}
 		r.Body = ioutil.NopCloser(bytes.NewReader(body))
-		if !bytes.Contains(body, []byte("CloneVM_Task")) && !bytes.Contains(body, []byte("RelocateVM_Task")) {
+		if !bytes.Contains(body, []byte("CloneVM_Task")) && !bytes.Contains(body, []byte("RelocateVM_Task")) &&
+			!bytes.Contains(body, []byte("Snapshot_Task")) {
 			inner.ServeHTTP(w, r)
 			return
 		}
@@ -337,6 +343,10 @@ func soapFixes(s *simulator.Service) {
 				afterClone(req)
 			case *types.RelocateVM_Task:
 				afterRelocate(req)
+			case *types.CreateSnapshot_Task:
+				afterSnapshot(req)
+			case *types.RevertToSnapshot_Task:
+				afterRevert(req)
 			}
 		}
 		for key, values := range answer.Header() {
@@ -377,6 +387,60 @@ func afterRelocate(req *types.RelocateVM_Task) {
 		simulator.Map.WithLock(vm, func() { moveFiles(vm, simulator.Map.Get(*ref).(*simulator.Datastore)) })
 	}
 	listVM(vm)
+}
+
+// snapshotNode is the node of snapshot ref in a VM's snapshot tree, or nil.
+func snapshotNode(tree []types.VirtualMachineSnapshotTree, ref types.ManagedObjectReference) *types.VirtualMachineSnapshotTree {
+	for i := range tree {
+		if tree[i].Snapshot == ref {
+			return &tree[i]
+		}
+		if found := snapshotNode(tree[i].ChildSnapshotList, ref); found != nil {
+			return found
+		}
+	}
+	return nil
+}
+
+func afterSnapshot(req *types.CreateSnapshot_Task) {
+	vm, ok := simulator.Map.Get(req.This).(*simulator.VirtualMachine)
+	if !ok || req.Memory {
+		return
+	}
+	simulator.Map.WithLock(vm, func() {
+		if vm.Snapshot == nil || vm.Snapshot.CurrentSnapshot == nil {
+			return
+		}
+		if node := snapshotNode(vm.Snapshot.RootSnapshotList, *vm.Snapshot.CurrentSnapshot); node != nil {
+			node.State = types.VirtualMachinePowerStatePoweredOff
+		}
+	})
+}
+
+func afterRevert(req *types.RevertToSnapshot_Task) {
+	snapshot, ok := simulator.Map.Get(req.This).(*simulator.VirtualMachineSnapshot)
+	if !ok {
+		return
+	}
+	vm, ok := simulator.Map.Get(snapshot.Vm).(*simulator.VirtualMachine)
+	if !ok || vm.Snapshot == nil {
+		return
+	}
+	node := snapshotNode(vm.Snapshot.RootSnapshotList, snapshot.Self)
+	if node == nil {
+		return
+	}
+	state := node.State
+	if state == types.VirtualMachinePowerStatePoweredOn && req.SuppressPowerOn != nil && *req.SuppressPowerOn {
+		state = types.VirtualMachinePowerStatePoweredOff
+	}
+	if vm.Runtime.PowerState != state {
+		simulator.Map.WithLock(vm, func() {
+			simulator.Map.Update(vm, []types.PropertyChange{
+				{Name: "runtime.powerState", Val: state},
+				{Name: "summary.runtime.powerState", Val: state}})
+		})
+	}
 }
 
 // listVM makes every host, resource pool and datastore list vm exactly when it is on them.
