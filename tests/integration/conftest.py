@@ -10,6 +10,8 @@ down at the end. Tests that use it are marked ``lab``: deselect them with ``-m "
 ``vsphere``: the lab's vSphere simulator, as provider settings (its password included): HTTPS
 with a certificate of the lab CA (``ca_path``). ``vsphere_plain_http``: a simulator of its own
 serving plain HTTP.
+``simulated_pve``: a Proxmox VE API simulator (fakepve) of the test's own, a three-node cluster
+(``pve_simulator.py``), stopped at the end.
 ``start_redis``: ``start_redis(password=...)`` starts a private redis-server, stopped at the end.
 ``redis_sentinel``: a private primary, replica and three Sentinels (``redis_topologies``), for one
 test (it may kill the primary), stopped at the end.
@@ -41,7 +43,8 @@ labtool = importlib.import_module("lab")
 BOTH_PATHS = ("test_vm_module", "test_vm_info_module", "test_provider_module",
               "test_circuit_breaker_module", "test_check_mode", "test_secrets", "test_faults",
               "test_failover_module", "test_fleet_module", "test_bad_input", "test_retried_create",
-              "test_backup_module", "test_vsphere_tls", "test_resilience_summary")
+              "test_backup_module", "test_vsphere_tls", "test_resilience_summary",
+              "test_proxmox", "test_proxmox_faults")
 
 
 def pytest_generate_tests(metafunc):
@@ -178,6 +181,13 @@ def guarded_provider(tmp_path):
     yield open_one
     for guarded in opened:
         guarded.close()
+
+
+@pytest.fixture
+def simulated_pve(tmp_path, monkeypatch):
+    import pve_simulator  # imported here: only the Proxmox tests need fakepve
+
+    yield from pve_simulator.serve(tmp_path, monkeypatch)
 
 
 @pytest.fixture(scope="session")
