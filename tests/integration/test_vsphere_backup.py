@@ -226,7 +226,7 @@ def test_cancel(guarded, sim, vm, monkeypatch):
 
     # the task as if it had been cancelled after making the snapshot: a half-made one
     started = guarded.backup("backup_start", handle=prepared)
-    real = backup_hooks._task
+    real = backup_hooks.task_props
 
     def cancelled(session, moref):
         info = real(session, moref)
@@ -235,7 +235,7 @@ def test_cancel(guarded, sim, vm, monkeypatch):
             info.pop("info.result", None)
         return info
 
-    monkeypatch.setattr(backup_hooks, "_task", cancelled)
+    monkeypatch.setattr(backup_hooks, "task_props", cancelled)
     assert guarded.backup("backup_poll", handle=started)["state"] == "cancelled"
     assert set(snapshots(sim, vm)) == {"base", "b1"}
     assert guarded.backup("backup_cancel", handle=started) is True

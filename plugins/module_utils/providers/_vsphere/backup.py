@@ -14,38 +14,31 @@ backup removes its snapshot, finished or not.
 VM's current snapshot when it was taken). It is accepted, kept in the description and the
 artifact, and the artifact's ``parent`` always names the parent snapshot, or None for a root.
 
-Tasks are read through the PropertyCollector by property path (``info.state``...), not as a
-whole ``TaskInfo``: that of a snapshot's task does not parse when the server names the snapshot
-as its entity, as govmomi's simulator does. A task id in a handle counts only while the server
-knows that task for the handle's VM or snapshot; afterwards the snapshot tree answers.
+The snapshot tree and its tasks are read and followed with ``snapshot_tree.py``. A task id in a
+handle counts only while the server knows that task for the handle's VM or snapshot;
+afterwards the snapshot tree answers.
 
 Handle of a backup: ``{kind, name, vm, vm_moref, vm_uuid, snapshot_name, incremental, parent,
 task}``; of a restore: ``{kind, name, vm, target, vm_moref, vm_uuid, snapshot, snapshot_name,
 task}`` (``task`` None until started). Artifact: ``{name, vm, incremental, parent, location:
 {snapshot, vm, vm_uuid}, size_bytes: None, created_at, complete, managed, quiesced}``.
 """
-import time
-from datetime import timezone
-
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    Conflict, NotFound, NotSupported, Timeout, classify, field_error)
+    Conflict, NotFound, NotSupported, classify, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.backend import VSphereProvider
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import required_text
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.faults import (
     fault_name)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.inventory import (
-    retrieve, retrieve_view)
+    retrieve_view)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.snapshot_tree import (
+    VM_PATHS, current_moref, locate_vm, remove_snapshot, snapshot_tree, task_props,
+    task_state, utc, vm_by_name, vm_props, wait_task)
 
 __all__ = ("MARKER", "backup_prepare", "backup_start", "backup_poll", "backup_cancel",
            "backup_list", "backup_delete")
 
 MARKER = "resilient.virt backup"
-VM_PATHS = ("name", "config.instanceUuid", "runtime.powerState", "snapshot")
-TASK_PATHS = ("info.state", "info.progress", "info.error", "info.result", "info.entity",
-              "info.descriptionId", "info.cancelled")
-_GONE = "vmodl.fault.ManagedObjectNotFound"
-_CANCELLED = "vmodl.fault.RequestCanceled"
-_POLL_INTERVAL = (0.02, 1.0)
 
 
 def _vsphere(provider):
@@ -53,81 +46,13 @@ def _vsphere(provider):
 
 
 # -- reading --------------------------------------------------------------------------------------
-def _utc(value):
-    """RFC 3339 UTC text of a datetime (naive ones are taken as UTC), or None."""
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _props(session, ref):
-    """VM_PATHS of VM ``ref``, or None when the server no longer knows it."""
-    from pyVmomi import vim
-
-    try:
-        found = retrieve(session.content, [ref], {vim.VirtualMachine: VM_PATHS})
-    except Exception as exc:  # noqa: BLE001 - only a vanished object is an answer; re-raised
-        if fault_name(exc) == _GONE:
-            return None
-        raise
-    return found[0][1] if found else None
-
-
-def _by_name(provider, session, name):
-    """(ref, props) of the one VM named ``name``; NotFound or Conflict otherwise."""
-    ref = session.find_vm(name)
-    props = _props(session, ref)
-    if props is None:
-        raise NotFound("VM %r not found on %s" % (name, provider.key))
-    return ref, props
-
-
-def _locate(provider, session, name, moref=None, uuid=None):
-    """(ref, props) of a VM by moref, then instance uuid, then name, each tried only when the
-    one before fails (the uuid must match whenever it is known); None when it is gone."""
-    from pyVmomi import vim
-
-    lookups = (lambda: [vim.VirtualMachine(moref, stub=session.si._stub)] if moref else [],
-               lambda: [session.content.searchIndex.FindByUuid(None, uuid, True, True)]
-               if uuid else [],
-               lambda: session.vm_refs(name) if name else [])
-    for lookup in lookups:
-        for ref in lookup():
-            props = None if ref is None else _props(session, ref)
-            if props is not None and (not uuid or props.get("config.instanceUuid") == uuid):
-                return ref, props
-    return None
-
-
-def _tree(props):
-    """[(node, parent node or None)] of a VM's snapshot tree, parents before children."""
-    out = []
-
-    def walk(nodes, parent):
-        for node in nodes or []:
-            out.append((node, parent))
-            walk(node.childSnapshotList, node)
-
-    info = props.get("snapshot")
-    walk(info.rootSnapshotList if info is not None else [], None)
-    return out
-
-
-def _current(props):
-    info = props.get("snapshot")
-    current = info.currentSnapshot if info is not None else None
-    return current._moId if current is not None else None
-
-
 def _managed(node):
     return (node.description or "").startswith(MARKER)
 
 
 def _ours(props, name):
     """(node, parent) of the snapshots named ``name`` made by this collection, newest last."""
-    return sorted(((node, parent) for node, parent in _tree(props)
+    return sorted(((node, parent) for node, parent in snapshot_tree(props)
                    if node.name == name and _managed(node)), key=lambda pair: pair[0].createTime)
 
 
@@ -135,13 +60,13 @@ def _find_backup(props, artifact):
     """(node, parent) of the snapshot ``artifact`` names: its moref, else its name and creation
     time; None when it is not in the VM's tree."""
     location = artifact.get("location") if isinstance(artifact.get("location"), dict) else {}
-    tree = _tree(props)
+    tree = snapshot_tree(props)
     for node, parent in tree:
         if location.get("snapshot") and node.snapshot._moId == location["snapshot"]:
             return node, parent
     for node, parent in tree:
         if node.name == artifact.get("name") and artifact.get("created_at") and \
-                _utc(node.createTime) == artifact["created_at"]:
+                utc(node.createTime) == artifact["created_at"]:
             return node, parent
     return None
 
@@ -154,30 +79,14 @@ def _artifact(ref, props, node, parent, incremental=None):
             "parent": parent.name if parent is not None else None,
             "location": {"snapshot": node.snapshot._moId, "vm": ref._moId,
                          "vm_uuid": props.get("config.instanceUuid")},
-            "size_bytes": None, "created_at": _utc(node.createTime), "complete": True,
+            "size_bytes": None, "created_at": utc(node.createTime), "complete": True,
             "managed": _managed(node), "quiesced": bool(node.quiesced)}
-
-
-def _task(session, moref):
-    """{path: value} of task ``moref`` (TASK_PATHS), or None when the server forgot it."""
-    from pyVmomi import vim
-
-    if not moref:
-        return None
-    try:
-        found = retrieve(session.content, [vim.Task(moref, stub=session.si._stub)],
-                         {vim.Task: TASK_PATHS})
-    except Exception as exc:  # noqa: BLE001 - only a vanished task is an answer; re-raised
-        if fault_name(exc) == _GONE:
-            return None
-        raise
-    return found[0][1] if found else None
 
 
 def _our_task(session, handle, vm_ref):
     """The handle's task when the server still knows it as the handle's operation, else None
     (task ids are reused when a server restarts)."""
-    info = _task(session, handle.get("task"))
+    info = task_props(session, handle.get("task"))
     if info is None:
         return None
     entity = info.get("info.entity")
@@ -188,57 +97,6 @@ def _our_task(session, handle, vm_ref):
     if entity is None or entity._moId not in entities or wanted not in operation:
         return None
     return info
-
-
-def _task_state(info):
-    state = str(info.get("info.state"))
-    if state in ("queued", "running"):
-        return "running"
-    if state == "success":
-        return "completed"
-    error = info.get("info.error")
-    if info.get("info.cancelled") or (error is not None and fault_name(error) == _CANCELLED):
-        return "cancelled"
-    return "failed"
-
-
-def _wait(provider, session, moref, what):
-    """Poll task ``moref`` until it ends; its TaskInfo paths (None when forgotten), or Timeout.
-    The task is named to the retry first (``Provider.started``); an abandoned attempt polls on."""
-    provider.started(moref)
-    limit = provider.config["task_timeout"]
-    end = time.monotonic() + limit
-    delay, longest = _POLL_INTERVAL
-    while True:
-        info = _task(session, moref)
-        if info is None or _task_state(info) != "running":
-            return info
-        left = end - time.monotonic()
-        if left <= 0:
-            raise Timeout("%s on %s still running after %gs (task %s)"
-                          % (what, provider.key, limit, moref),
-                          details={"task_id": moref, "timeout": limit})
-        time.sleep(min(delay, left))
-        delay = min(delay * 2, longest)
-
-
-def _remove(provider, session, ref, props, node):
-    """RemoveSnapshot_Task(removeChildren=False), waited on; a snapshot already gone is fine."""
-    try:
-        task = node.snapshot.RemoveSnapshot_Task(removeChildren=False)
-    except Exception as exc:  # noqa: BLE001 - only a vanished snapshot is an answer; re-raised
-        if fault_name(exc) == _GONE:
-            return
-        raise
-    info = _wait(provider, session, task._moId, "removing snapshot %r of VM %r"
-                 % (node.name, props.get("name")))
-    error = info.get("info.error") if info is not None else None
-    if error is not None:
-        current = _props(session, ref)
-        if current is None or not any(n.snapshot._moId == node.snapshot._moId
-                                      for n, p in _tree(current)):
-            return
-        raise error
 
 
 # -- hooks ----------------------------------------------------------------------------------------
@@ -258,8 +116,8 @@ def backup_prepare(provider, request):
 
 
 def _prepare_backup(provider, session, request, name, vm):
-    ref, props = _by_name(provider, session, vm)
-    foreign = [n for n, p in _tree(props) if n.name == name and not _managed(n)]
+    ref, props = vm_by_name(provider, session, vm)
+    foreign = [n for n, p in snapshot_tree(props) if n.name == name and not _managed(n)]
     if foreign:
         raise Conflict("VM %r on %s already has a snapshot named %r that resilient.virt did not "
                        "make; rename or remove it, or name the backup otherwise"
@@ -284,7 +142,7 @@ def _prepare_restore(provider, session, request, name, vm):
     backup = request.get("backup")
     if not isinstance(backup, dict):
         raise field_error("request.backup", "must be the artifact of the backup to restore")
-    ref, props = _by_name(provider, session, vm)
+    ref, props = vm_by_name(provider, session, vm)
     location = backup.get("location") if isinstance(backup.get("location"), dict) else {}
     uuid = location.get("vm_uuid")
     found = _find_backup(props, backup)
@@ -301,7 +159,7 @@ def _prepare_restore(provider, session, request, name, vm):
 
 
 def _handle_vm(provider, session, handle):
-    return _locate(provider, session, handle.get("vm"), handle.get("vm_moref"),
+    return locate_vm(provider, session, handle.get("vm"), handle.get("vm_moref"),
                    handle.get("vm_uuid"))
 
 
@@ -326,12 +184,12 @@ def backup_start(provider, handle):
                                        memory=False, quiesce=False)
         return dict(handle, task=task._moId)
     info = _our_task(session, handle, ref)
-    if info is not None and _task_state(info) in ("running", "completed"):
+    if info is not None and task_state(info) in ("running", "completed"):
         return handle
     if str(props.get("runtime.powerState")) != "poweredOff":
         raise Conflict("VM %r on %s is %s; stop it before restoring it"
                        % (props.get("name"), provider.key, props.get("runtime.powerState")))
-    if not any(n.snapshot._moId == handle["snapshot"] for n, p in _tree(props)):
+    if not any(n.snapshot._moId == handle["snapshot"] for n, p in snapshot_tree(props)):
         raise NotFound("backup %r (snapshot %s) no longer exists on VM %r"
                        % (handle.get("snapshot_name"), handle["snapshot"], props.get("name")))
     from pyVmomi import vim
@@ -350,7 +208,7 @@ def _status(provider, session, handle, found):
     ref, props = found
     info = _our_task(session, handle, ref)
     if info is not None:
-        out["state"] = _task_state(info)
+        out["state"] = task_state(info)
         if out["state"] == "running":
             out["progress"] = info.get("info.progress")
             return out
@@ -385,7 +243,7 @@ def _status(provider, session, handle, found):
 
 
 def _restore_status(handle, props, info, out):
-    if info is None and _current(props) != handle["snapshot"]:
+    if info is None and current_moref(props) != handle["snapshot"]:
         out["state"] = "missing"
         return out
     out.update(state="completed", progress=100, vm=props.get("name"))
@@ -413,7 +271,7 @@ def backup_cancel(provider, handle):
         return True
     ref, props = found
     info = _our_task(session, handle, ref)
-    if info is not None and _task_state(info) == "running":
+    if info is not None and task_state(info) == "running":
         from pyVmomi import vim
 
         try:
@@ -421,11 +279,11 @@ def backup_cancel(provider, handle):
         except Exception as exc:  # noqa: BLE001 - a task that ended meanwhile is fine; re-raised
             if fault_name(exc) != "vim.fault.InvalidState":
                 raise
-        _wait(provider, session, handle["task"], "cancelling task %s" % handle["task"])
+        wait_task(provider, session, handle["task"], "cancelling task %s" % handle["task"])
     if handle["kind"] == "backup":
-        props = _props(session, ref) or {}
+        props = vm_props(session, ref) or {}
         for node, _parent in _ours(props, handle["snapshot_name"]):
-            _remove(provider, session, ref, props, node)
+            remove_snapshot(provider, session, ref, props, node)
     return True
 
 
@@ -441,11 +299,11 @@ def backup_list(provider, vm):
         found = retrieve_view(session.content, session.view([vim.VirtualMachine]),
                               {vim.VirtualMachine: VM_PATHS})
     else:
-        found = [(ref, _props(session, ref)) for ref in session.vm_refs(vm)]
+        found = [(ref, vm_props(session, ref)) for ref in session.vm_refs(vm)]
     out = []
     for ref, props in sorted(((r, p) for r, p in found if p),
                              key=lambda item: (item[1].get("name") or "", item[0]._moId)):
-        out.extend(_artifact(ref, props, node, parent) for node, parent in _tree(props))
+        out.extend(_artifact(ref, props, node, parent) for node, parent in snapshot_tree(props))
     return out
 
 
@@ -458,12 +316,12 @@ def backup_delete(provider, artifact):
         raise field_error("artifact", "must be a backup artifact (as listed or polled)")
     location = artifact.get("location") if isinstance(artifact.get("location"), dict) else {}
     session = provider.session()
-    found = _locate(provider, session, artifact.get("vm"), location.get("vm"),
+    found = locate_vm(provider, session, artifact.get("vm"), location.get("vm"),
                     location.get("vm_uuid"))
     if found is None:
         return True
     ref, props = found
     backup = _find_backup(props, artifact)
     if backup is not None:
-        _remove(provider, session, ref, props, backup[0])
+        remove_snapshot(provider, session, ref, props, backup[0])
     return True
