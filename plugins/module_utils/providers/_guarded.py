@@ -2,7 +2,9 @@
 
 Operation classes (they pick the time limit of each attempt): validate -> ``validate``;
 list_hypervisors, list_vms, list_vm_summaries, describe, find -> ``describe``; create, delete,
-power, reconfigure, migrate -> ``mutating``; task_status -> ``task_status``. Backup hooks (``hookspecs.py``):
+power, reconfigure, migrate -> ``mutating``; task_status -> ``task_status``; list_snapshots ->
+``describe``; create_snapshot, delete_snapshot, revert_snapshot ->
+``mutating``. Backup hooks (``hookspecs.py``):
 backup_prepare, backup_list -> ``describe``; backup_start, backup_cancel, backup_delete ->
 ``mutating``; backup_poll -> ``task_status``.
 
@@ -15,7 +17,9 @@ Before retrying a mutating call, a look at the provider decides whether an earli
 already did the work: create -> a VM of that name exists; delete -> the VM is gone; power ->
 the VM is in the wanted state (on: running; off, shutdown: stopped; pause: paused; suspend:
 suspended; reboot is always redone); reconfigure -> the VM has every wanted value
-(``_reconfigure.differences``); migrate -> the VM is on the target;
+(``_reconfigure.differences``); migrate -> the VM is on the target; create_snapshot -> the VM
+has a snapshot of that name; delete_snapshot -> it has none (revert_snapshot is always redone:
+reverting twice ends the same);
 backup_start -> polling the handle finds the operation (running or finished). Before that look,
 the retry waits for the work of the earlier attempts to end (``_resilience/inflight.py``): an
 abandoned attempt goes on in its thread, and an operation a backend recorded with
@@ -40,6 +44,8 @@ OPERATION_CLASS = {
     "list_vm_summaries": "describe",
     "describe": "describe", "find": "describe", "create": "mutating", "delete": "mutating",
     "power": "mutating", "reconfigure": "mutating", "migrate": "mutating", "task_status": "task_status",
+    "list_snapshots": "describe", "create_snapshot": "mutating", "delete_snapshot": "mutating",
+    "revert_snapshot": "mutating",
 }
 BACKUP_OPERATION_CLASS = {
     "backup_prepare": "describe", "backup_list": "describe", "backup_start": "mutating",
@@ -254,6 +260,34 @@ class GuardedProvider:
 
     def task_status(self, task_id):
         return self._call("task_status", {"task_id": task_id})
+
+    def list_snapshots(self, name):
+        self.provider.check_name(name)
+        return self._call("list_snapshots", {"name": name})
+
+    def _snapshot_look(self, name, snapshot, done):
+        """Look-before-retry of a snapshot call: ``done(the snapshot of that name or None)``."""
+
+        def look():
+            found = [s for s in self.provider.list_snapshots(name) if s["name"] == snapshot]
+            return done(found[0] if found else None), found[0] if found else None
+
+        return look
+
+    def create_snapshot(self, name, snapshot, description="", memory=False, quiesce=False):
+        self.provider.check_name(name)
+        return self._call("create_snapshot", {
+            "name": name, "snapshot": snapshot, "description": description, "memory": memory,
+            "quiesce": quiesce}, self._snapshot_look(name, snapshot, lambda s: s is not None))
+
+    def delete_snapshot(self, name, snapshot):
+        self.provider.check_name(name)
+        return self._call("delete_snapshot", {"name": name, "snapshot": snapshot},
+                          self._snapshot_look(name, snapshot, lambda s: s is None))
+
+    def revert_snapshot(self, name, snapshot):
+        self.provider.check_name(name)
+        return self._call("revert_snapshot", {"name": name, "snapshot": snapshot})
 
     def hold_capacity(self, reservation):
         """Hold failover capacity natively (``resilient_virt_hold_capacity`` hook), as a

@@ -5,6 +5,7 @@ A backend subclasses :class:`Provider`, sets ``type_name``, ``capabilities`` and
 ``capabilities``; the others raise NotSupported. Methods return plain JSON-able dicts:
 
 * VM dict: :class:`VM`; :func:`new_vm` makes one.
+* snapshot dict: :class:`Snapshot`; :func:`new_snapshot` makes one.
 * hypervisor dict: ``name, az, cpu, memory_mb, used_cpu, used_memory_mb, state, traits``, and
   ``vm_count`` (VMs defined on it) when the backend can count them without a call per VM.
 
@@ -46,15 +47,22 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, NotSupported, VirtError, field_error, field_errors, redact)
 
 __all__ = ("Provider", "Option", "VM", "VM_FIELDS", "new_vm", "check_filters", "match_filters",
-           "required_text", "CAPABILITIES", "POWER_ACTIONS", "VM_STATES", "OWNER_KEY")
+           "required_text", "CAPABILITIES", "POWER_ACTIONS", "VM_STATES", "OWNER_KEY",
+           "Snapshot", "SNAPSHOT_FIELDS", "SNAPSHOT_CAPABILITIES", "new_snapshot")
 
+# the snapshot operations: optional, a backend lists all of them or none (hookspecs.py says how
+# the collection uses them)
+SNAPSHOT_CAPABILITIES = ("list_snapshots", "create_snapshot", "delete_snapshot",
+                         "revert_snapshot")
 CAPABILITIES = ("validate", "list_hypervisors", "list_vms", "describe", "find", "create",
-                "delete", "power", "reconfigure", "task_status", "migrate")
+                "delete", "power", "reconfigure", "task_status", "migrate") + SNAPSHOT_CAPABILITIES
 POWER_ACTIONS = ("on", "off", "shutdown", "reboot", "pause", "suspend")
 VM_STATES = ("running", "stopped", "paused", "suspended", "unknown")
 VM_FIELDS = ("name", "uuid", "hypervisor", "az", "state", "vcpus", "memory_mb", "disks",
              "interfaces", "addresses", "guest", "metadata", "tags", "autostart", "placement",
              "restart_required", "provider", "provider_key")
+SNAPSHOT_FIELDS = ("name", "description", "created", "parent", "memory", "quiesced", "vm_state",
+                   "current", "id")
 OWNER_KEY = "resilient_virt_owner"  # metadata key of the marker vm_fleet puts on the VMs it creates
 FILTER_KEYS = ("name", "state", "tags", "hypervisor", "az")
 NO_GUEST = {"agent": False, "agent_state": None, "os": None, "hostname": None}
@@ -98,6 +106,32 @@ class VM(_VMRequired, total=False):
     """
 
     changed: bool
+
+
+class Snapshot(TypedDict):
+    """A snapshot of a VM as backends return it; every key is always there.
+
+    ``name``: unique among the VM's snapshots where the platform requires it (libvirt), else
+    as given (vSphere allows two of one name: the collection refuses to act on such a name).
+    ``description``: the text stored with it, verbatim (the collection keeps its own marks at
+    its end). ``created``: RFC 3339 UTC (``2026-11-23T03:00:00Z``). ``parent``: the name of
+    the snapshot it builds on, or None for a root. ``memory``: it holds the VM's running state
+    (reverting resumes the VM as it was). ``quiesced``: the guest's filesystems were frozen
+    through its agent or tools while it was taken (False when unknown). ``vm_state``: the VM's
+    state (VM_STATES) that a revert brings back: ``running`` with memory, else ``stopped``.
+    ``current``: the VM's current snapshot (the parent of the next one; what the VM last
+    reverted to or took). ``id``: the platform's own reference (a moref, the name).
+    """
+
+    name: str
+    description: str
+    created: str | None
+    parent: str | None
+    memory: bool
+    quiesced: bool
+    vm_state: str
+    current: bool
+    id: str
 
 
 class Option:
@@ -406,6 +440,36 @@ class Provider:
     def task_status(self, task_id: str) -> dict[str, Any]:
         raise self.unsupported("task_status")
 
+    # -- snapshots (optional: SNAPSHOT_CAPABILITIES; hookspecs.py is the manual) ---------------
+    def list_snapshots(self, name: str) -> list[Snapshot]:
+        """The snapshots of VM ``name``, parents before children; NotFound when there is no such
+        VM."""
+        raise self.unsupported("list_snapshots")
+
+    def create_snapshot(self, name: str, snapshot: str, description: str = "",
+                        memory: bool = False, quiesce: bool | str = False) -> Snapshot:
+        """Take snapshot ``snapshot`` of VM ``name`` and return it.
+
+        ``memory``: keep the running state too. ``quiesce``: freeze the guest's filesystems
+        through its agent or tools while the disks are taken: True fails (nothing made) when
+        that cannot be done, ``"best_effort"`` then takes the snapshot unquiesced and says why
+        under the returned dict's extra key ``not_quiesced``. A kind the backend cannot make
+        for this VM (memory with a disk that cannot hold it, a disk-only snapshot of a running
+        VM...) raises NotSupported naming why and the fix, before anything is made.
+        """
+        raise self.unsupported("create_snapshot")
+
+    def delete_snapshot(self, name: str, snapshot: str) -> None:
+        """Delete snapshot ``snapshot`` of VM ``name``; its children then build on its parent
+        and keep their data. A snapshot already gone is NotFound."""
+        raise self.unsupported("delete_snapshot")
+
+    def revert_snapshot(self, name: str, snapshot: str) -> VM:
+        """Bring VM ``name`` back to snapshot ``snapshot``: its disks, and its memory and
+        running state when the snapshot has them (``vm_state``); the VM then is in that state,
+        whatever it was in before. Returns the VM dict after."""
+        raise self.unsupported("revert_snapshot")
+
     def migrate(self, name: str, hypervisor: str) -> VM:
         raise self.unsupported("migrate")
 
@@ -433,6 +497,16 @@ def new_vm(provider: Provider, name: str, **fields: Any) -> VM:
                           "provider_key": provider.key}
     vm.update(fields)
     return cast(VM, vm)
+
+
+def new_snapshot(name: str, **fields: Any) -> Snapshot:
+    """A snapshot dict with every key of :class:`Snapshot` (the defaults: no description, no
+    parent, no memory, not quiesced, ``stopped``, not current, ``id`` the name)."""
+    snapshot: dict[str, Any] = {"name": name, "description": "", "created": None, "parent": None,
+                                "memory": False, "quiesced": False, "vm_state": "stopped",
+                                "current": False, "id": name}
+    snapshot.update(fields)
+    return cast(Snapshot, snapshot)
 
 
 def required_text(mapping: Any, key: str, path: str) -> str:

@@ -71,8 +71,8 @@ def resilient_virt_classify_error(provider: Provider, exc: BaseException) -> Vir
 def resilient_virt_before_call(provider: Provider, operation: str, arguments: dict[str, Any]) -> None:
     """Called before every attempt of a provider operation, inside the attempt.
 
-    ``operation`` is the method name (``describe``, ``create``, ``power``..., or
-    ``hold_capacity``/``release_capacity``), ``arguments`` a dict of its arguments (for example
+    ``operation`` is the method name (``describe``, ``create``, ``power``, ``create_snapshot``...,
+    or ``hold_capacity``/``release_capacity``), ``arguments`` a dict of its arguments (for example
     ``{"name": "web1", "action": "on", "timeout": None}``); do not modify it. The return value
     is ignored. An implementation may raise to inject a fault: the exception is handled exactly
     like a failure of the provider call itself (classified, counted by the circuit breaker,
@@ -120,6 +120,40 @@ def resilient_virt_release_capacity(provider: Provider,
     when not supported. firstresult. Called through ``GuardedProvider.release_capacity`` like a
     mutating provider call, so the implementation must be idempotent.
     """
+
+
+# -- snapshots --------------------------------------------------------------------------------
+# Snapshots are kept beside the VM and reverted in place (backups, below, are copies kept
+# elsewhere). They are optional Provider methods, not hooks: a backend that takes snapshots
+# lists every name of ``contract.SNAPSHOT_CAPABILITIES`` in its ``capabilities`` and implements
+#
+#   list_snapshots(name) -> [snapshot dict], parents before children
+#   create_snapshot(name, snapshot, description, memory, quiesce) -> snapshot dict
+#   delete_snapshot(name, snapshot) -> None (children keep their data)
+#   revert_snapshot(name, snapshot) -> VM dict, the VM in the snapshot's ``vm_state``
+#
+# (their docstrings in ``contract.Provider``; the snapshot dict is ``contract.Snapshot``). A
+# backend without them has the module fail with NotSupported naming the provider. What the
+# collection does around them (``_guarded.py``, ``_snapshot/``):
+#
+# * ``list_snapshots`` is a read, the others changing calls, each guarded (time limit, retries,
+#   circuit breaker) and seen by ``resilient_virt_before_call``/``_after_call`` under its name.
+# * A retried ``create_snapshot`` looks first: when the VM has a snapshot of that name, the
+#   earlier attempt made it and it is not made again. A backend that starts a platform task
+#   names it with ``Provider.started`` so that the retry follows it. ``delete_snapshot`` is
+#   looked before retrying too (gone: done); ``revert_snapshot`` is redone (a revert twice ends
+#   the same).
+# * Names: the task refuses a name two snapshots of the VM share; a backend checks what its
+#   platform refuses in a snapshot name (InvalidSpec naming ``name``).
+# * ``description`` is stored and returned verbatim: the collection ends it with a line of its
+#   own (``[resilient.virt snapshot]``, ``[resilient.virt snapshot, pinned]``) to tell the
+#   snapshots it made, which alone its retention may delete, and those never to delete.
+# * ``memory`` and ``quiesce``: the task sends ``memory`` False for a VM that is not running
+#   (with a warning), refuses ``quiesce`` True with ``memory`` True (a snapshot with memory is
+#   whole already) and sends ``quiesce`` False then, and for a stopped VM. What is left to the
+#   backend: a running VM's snapshot with or without memory, quiesced, best effort or not.
+#   Every refusal (NotSupported, Conflict, InvalidSpec) comes before anything is made, names
+#   the VM and why, and says what would work instead.
 
 
 # -- backups ----------------------------------------------------------------------------------

@@ -354,6 +354,28 @@ class VSphereProvider(SharedConnectionMixin, Provider):
     def migrate(self, name, hypervisor):
         return migrate_vm(self, name, hypervisor)
 
+    # imported in each: only a snapshot task needs snapshots.py and snapshot_tree.py (6.5 ms in
+    # a fresh process without bytecode files, python3 -X importtime)
+    def list_snapshots(self, name):
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere import snapshots
+
+        return snapshots.list_snapshots(self, name)
+
+    def create_snapshot(self, name, snapshot, description="", memory=False, quiesce=False):
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere import snapshots
+
+        return snapshots.create_snapshot(self, name, snapshot, description, memory, quiesce)
+
+    def delete_snapshot(self, name, snapshot):
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere import snapshots
+
+        return snapshots.delete_snapshot(self, name, snapshot)
+
+    def revert_snapshot(self, name, snapshot):
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere import snapshots
+
+        return snapshots.revert_snapshot(self, name, snapshot)
+
     def task_status(self, task_id):
         """State of vSphere task ``task_id`` (e.g. task-123): running, success or error."""
         from pyVmomi import vim

@@ -36,12 +36,12 @@ def utc(value):
     return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def vm_props(session, ref):
-    """VM_PATHS of VM ``ref``, or None when the server no longer knows it."""
+def vm_props(session, ref, paths=VM_PATHS):
+    """``paths`` (default VM_PATHS) of VM ``ref``, or None when the server no longer knows it."""
     from pyVmomi import vim
 
     try:
-        found = retrieve(session.content, [ref], {vim.VirtualMachine: VM_PATHS})
+        found = retrieve(session.content, [ref], {vim.VirtualMachine: paths})
     except Exception as exc:  # noqa: BLE001 - only a vanished object is an answer; re-raised
         if fault_name(exc) == GONE:
             return None
@@ -49,10 +49,10 @@ def vm_props(session, ref):
     return found[0][1] if found else None
 
 
-def vm_by_name(provider, session, name):
+def vm_by_name(provider, session, name, paths=VM_PATHS):
     """(ref, props) of the one VM named ``name``; NotFound or Conflict otherwise."""
     ref = session.find_vm(name)
-    props = vm_props(session, ref)
+    props = vm_props(session, ref, paths)
     if props is None:
         raise NotFound("VM %r not found on %s" % (name, provider.key))
     return ref, props
