@@ -9,8 +9,8 @@ options:
   provider:
     description:
       - The provider to talk to, either a dict or the name of an entry of O(providers).
-      - The dict names the backend C(type) (C(libvirt), C(vsphere), or a type a third-party
-        package registers) and its connection settings.
+      - The dict names the backend C(type) (C(libvirt), C(vsphere), C(proxmox), or a type a
+        third-party package registers) and its connection settings.
       - "libvirt: C(uri) (for example C(qemu:///system), C(qemu+ssh://root@kvm1/system),
         C(qemu+unix:///system?socket=/path/libvirt-sock)), C(name), C(az), C(traits),
         C(storage_pool), C(domain_type) (C(kvm) or C(qemu); unset, kvm where the hypervisor offers
@@ -27,6 +27,11 @@ options:
         C(ca_path) (CA certificates to verify the server with instead of the system's: a PEM file,
         or a directory of them named by subject hash; for a vCenter behind a private CA),
         C(datacenter)."
+      - "proxmox (Proxmox VE, a cluster whose nodes are the hypervisors): C(host) (a node),
+        C(port) (default 8006), C(token_id) (C(user@realm!name)) and C(token_secret), or
+        C(username) (C(root@pam)) and C(password) (the login ticket is renewed when it expires),
+        C(validate_certs) (default true), C(ca_path), C(timeout), C(task_timeout), C(storage)
+        (default C(local-lvm)), C(bridge) (default C(vmbr0))."
       - Keys whose name contains C(pass), C(pwd), C(secret), C(token), C(api_key),
         C(private_key) or C(credential), and passwords inside URLs (C(qemu+ssh://user:PASSWORD@host/system)),
         are secrets - masked in results, C(-vvv) output and errors on every path (even when
@@ -37,10 +42,14 @@ options:
         credentials inject them: vsphere C(host) from E(VMWARE_HOST), C(username) from
         E(VMWARE_USER), C(password) from E(VMWARE_PASSWORD), C(port) from E(VMWARE_PORT),
         C(validate_certs) from E(VMWARE_VALIDATE_CERTS), C(ca_path) from E(VMWARE_CA_PATH); libvirt C(uri) from
-        E(LIBVIRT_DEFAULT_URI). A value given in the dict wins; an empty variable counts as unset.
+        E(LIBVIRT_DEFAULT_URI); proxmox from E(PROXMOX_HOST), E(PROXMOX_PORT), E(PROXMOX_USER),
+        E(PROXMOX_PASSWORD), E(PROXMOX_TOKEN_ID), E(PROXMOX_TOKEN_SECRET),
+        E(PROXMOX_VALIDATE_CERTS) and E(PROXMOX_CA_PATH). A value given in the dict wins; an empty
+        variable counts as unset.
         Errors about such a value name the variable; secret ones are masked like option values."
       - When neither O(provider) nor O(providers) is given and the environment names exactly one
-        provider (E(VMWARE_HOST) set - vsphere; E(LIBVIRT_DEFAULT_URI) set - libvirt), that
+        provider (E(VMWARE_HOST) set - vsphere; E(LIBVIRT_DEFAULT_URI) set - libvirt;
+        E(PROXMOX_HOST) set - proxmox), that
         provider is used, its settings all from the environment; with both set the task fails,
         naming O(provider). See the AWX guide (docs/awx.md).
     type: raw
