@@ -1,8 +1,6 @@
 """Helpers shared by the provider tests (imported by name: tests/ is on sys.path)."""
-import socket
-import threading
-
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import resolve_settings
+from ansible_collections.resilient.virt.plugins.plugin_utils.conformance.silent import SilentEndpoint
 
 from paths import COLLECTIONS, ROOT
 
@@ -19,25 +17,9 @@ def quick_settings(**overrides):
     return resolve_settings(option, environ={})
 
 
-class SilentDaemon:
+class SilentDaemon(SilentEndpoint):
     """A unix socket that accepts connections and never answers: a hung libvirtd."""
 
-    def __init__(self, path):
-        self.path = path
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.bind(path)
-        self.sock.listen(8)
-        self.accepted = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                self.accepted.append(self.sock.accept()[0])
-            except OSError:
-                return
-
-    def close(self):
-        for conn in self.accepted:
-            conn.close()
-        self.sock.close()
+    @property
+    def path(self):
+        return self.address
