@@ -1,8 +1,9 @@
 """The conformance suite (plugins/plugin_utils/conformance) on every backend the project has.
 
 Each backend is a function building its ``Backend`` from the test's environment: libvirt on a
-lab hypervisor (real libvirtd + QEMU), vSphere on the lab's vSphere simulator, and the
-third-party example (tests/fixtures/thirdparty_provider, a fake keeping VMs in a JSON file,
+lab hypervisor (real libvirtd + QEMU), vSphere on the lab's vSphere simulator, Proxmox VE on a
+Proxmox VE API simulator of the test's own (fakepve, ``pve_simulator.py``), and the third-party
+example (tests/fixtures/thirdparty_provider, a fake keeping VMs in a JSON file,
 installed by ``make deps``). A backend joins with one function and one entry of BACKENDS.
 """
 import contextlib
@@ -85,9 +86,25 @@ def vsphere(request, tmp_path):
                    wrong_credentials=dict(provider, password=_secret()))
 
 
+def proxmox(request, tmp_path):
+    """A simulated three-node Proxmox VE cluster of the test's own (fakepve, a simulator: no
+    Proxmox VE server can run here)."""
+    provider = dict(request.getfixturevalue("simulated_pve").provider, name="conformance")
+
+    @contextlib.contextmanager
+    def hanging():
+        with SilentEndpoint(("127.0.0.1", 0)) as server:
+            yield dict(provider, port=server.address[1])
+
+    return Backend(provider=provider, hanging=hanging,
+                   unreachable=dict(provider, port=_refused_port()),
+                   wrong_credentials=dict(provider, password=_secret()))
+
+
 # name -> function(request, tmp_path) returning the Backend; a new backend adds its entry here
-# (the Proxmox backend: its simulated cluster's settings, marked lab as well when it uses the lab)
-BACKENDS = {"memory_example": memory_example, "libvirt": libvirt, "vsphere": vsphere}
+# (and to ON_THE_LAB when it uses the lab)
+BACKENDS = {"memory_example": memory_example, "libvirt": libvirt, "vsphere": vsphere,
+            "proxmox": proxmox}
 ON_THE_LAB = ("libvirt", "vsphere")
 
 
