@@ -41,6 +41,13 @@ options:
       az:
         description: Availability zone of the VM's hypervisor.
         type: str
+  snapshots:
+    description:
+      - Also list each VM's snapshots (RV(vms[].snapshots)), one more provider call per VM; off
+        by default, so that listing VMs stays one bulk read. A provider whose backend cannot
+        take snapshots gives V(null), with a warning.
+    type: bool
+    default: false
   on_provider_error:
     description:
       - With several providers, what to do when one of them fails (unreachable, breaker open).
@@ -157,6 +164,48 @@ vms:
           (V(agent), V(lease), V(arp), V(tools), or null).
       type: list
       elements: str
+    snapshots:
+      description:
+        - With O(snapshots), the VM's snapshots, parents first (null when its provider cannot take
+          snapshots); without it, absent.
+      returned: when O(snapshots=true)
+      type: list
+      elements: dict
+      contains:
+        name:
+          description: The snapshot's name.
+          type: str
+        created:
+          description: When it was taken (RFC 3339, UTC).
+          type: str
+          sample: "2026-11-23T03:00:00Z"
+        parent:
+          description: The snapshot it builds on, or null.
+          type: str
+        memory:
+          description: True when it holds the VM's running state.
+          type: bool
+        current:
+          description: True for the VM's current snapshot (what it last took or reverted to).
+          type: bool
+        description:
+          description: Its description (without the line that marks those M(resilient.virt.vm_snapshot) made).
+          type: str
+        quiesced:
+          description: True when the guest's filesystems were frozen while it was taken.
+          type: bool
+        vm_state:
+          description: The state a revert to it leaves the VM in.
+          type: str
+        id:
+          description: The platform's reference of it.
+          type: str
+        managed:
+          description: True when M(resilient.virt.vm_snapshot) made it.
+          type: bool
+        pinned:
+          description: True when it was taken pinned (retention never deletes it).
+          type: bool
 provider_errors:
   description: Providers that failed, with the error, when O(on_provider_error=warn).
   returned: always
@@ -260,6 +309,7 @@ class VmInfoModule(ResilientModule):
             ),
         ),
         on_provider_error=dict(type="str", default="fail", choices=["fail", "warn"]),
+        snapshots=dict(type="bool", default=False),
     )
 
     def run(self):
