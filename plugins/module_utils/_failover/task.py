@@ -27,12 +27,30 @@ def run_failover_reservation(params, ctx):
     check_text(params["creator"], "creator", what="a creator name")
     for name in ("max_vms_to_process", "max_changes"):
         check_int(params[name], name)
+    given = _given(params)
     book = storage.ReservationBook(ctx.store, params["creator"])
     if params["state"] == "absent":
         return _absent(ctx, book)
     if params["state"] == "evacuated":
-        return _evacuated(params, ctx, book)
-    return _present(params, ctx, book)
+        return _evacuated(params, ctx, book, given)
+    return _present(params, ctx, book, given)
+
+
+def _given(params):
+    """The fleet given in ``hypervisors`` and ``vms`` (None when the providers are listed
+    instead, or nothing is planned), and the names in ``failed_hosts``, checked before the
+    store is opened."""
+    evacuating = params["state"] == "evacuated"
+    if evacuating:
+        for index, host in enumerate(params["failed_hosts"]):
+            check_text(host, "failed_hosts[%d]" % index, what="a hypervisor name")
+    if params["hypervisors"] is None or params["state"] == "absent":
+        return None
+    if params["all_providers"] or params.get("provider") is not None:
+        raise InvalidSpec("give the fleet either with hypervisors and vms, or through "
+                          "provider/all_providers, not both")
+    # an evacuation's VMs may sit on hosts left out of the list: the failed ones
+    return Fleet.given(params["hypervisors"], params["vms"], check_hosts=not evacuating)
 
 
 def _incomplete(plan, failed):
@@ -50,18 +68,16 @@ def _view(reservations):
     return dict((res.name, dict(host=res.host, allocations=dict(res.allocations))) for res in reservations)
 
 
-def _fleet(params, ctx):
-    """The fleet the task plans for, and the providers it opened to list it (by reference)."""
-    if params["hypervisors"] is not None:
-        if params["all_providers"] or params.get("provider") is not None:
-            raise InvalidSpec("give the fleet either with hypervisors and vms, or through "
-                              "provider/all_providers, not both")
-        return Fleet.given(params["hypervisors"], params["vms"]), {}
+def _fleet(ctx, given):
+    """The fleet the task plans for (``given``, else listed from the providers), and the
+    providers it opened to list it (by reference)."""
+    if given is not None:
+        return given, {}
     opened = dict((ref, ctx.open_provider(ref)) for ref in ctx.provider_references())
     return Fleet.listed(sorted(opened.items(), key=lambda pair: str(pair[0]))), opened
 
 
-def _present(params, ctx, book):
+def _present(params, ctx, book, given):
     settings = FailoverSettings.from_dict(
         dict(
             requirements=params["requirements"], max_vms_to_process=params["max_vms_to_process"],
@@ -71,7 +87,7 @@ def _present(params, ctx, book):
         ),
         path="",
     )
-    fleet, opened = _fleet(params, ctx)
+    fleet, opened = _fleet(ctx, given)
     # a count no VM could hold fails before the store is read or written
     check_requirements_met(settings.requirements, fleet.hypervisors, fleet.vms)
     hypervisors = fleet.with_capacity_held_by(book.foreign())
@@ -142,10 +158,10 @@ def _absent(ctx, book):
     return result
 
 
-def _evacuated(params, ctx, book):
+def _evacuated(params, ctx, book, given):
     stored = book.load()
-    if params["hypervisors"] is not None:
-        fleet = Fleet.given(params["hypervisors"], params["vms"], check_hosts=False)
+    if given is not None:
+        fleet = given
         known = set(hv.name for hv in fleet.hypervisors) | set(vm.host for vm in fleet.vms)
     else:
         fleet = Fleet.given([], [dict(uuid=uuid, host=vm["hypervisor"], memory_mb=vm.get("memory_mb"),
@@ -154,7 +170,6 @@ def _evacuated(params, ctx, book):
         known = set(stored.owners) | set(vm.host for vm in fleet.vms)
     known |= set(res.host for res in stored.reservations)
     for index, host in enumerate(params["failed_hosts"]):
-        check_text(host, "failed_hosts[%d]" % index, what="a hypervisor name")
         if host not in known:
             raise field_error(
                 "failed_hosts[%d]" % index,
