@@ -68,8 +68,11 @@ def libvirt(request, tmp_path):
                 SilentEndpoint(folder + "/libvirt-sock") as daemon:
             yield dict(provider, uri="qemu+unix:///system?socket=" + daemon.address)
 
-    return Backend(provider=provider, hanging=hanging, unreachable=dict(
-        provider, uri="qemu+unix:///system?socket=%s" % (tmp_path / "absent" / "libvirt-sock")))
+    # a disk: libvirt snapshots a domain's disks, a diskless one has nothing to snapshot
+    return Backend(provider=provider, hanging=hanging,
+                   spec={"vcpus": 1, "memory_mb": 64, "disks": [{"size_gb": 1}]},
+                   unreachable=dict(provider, uri="qemu+unix:///system?socket=%s"
+                                    % (tmp_path / "absent" / "libvirt-sock")))
 
 
 def vsphere(request, tmp_path):

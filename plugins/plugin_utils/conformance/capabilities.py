@@ -11,8 +11,12 @@ from typing import Any
 
 from ansible_collections.resilient.virt.plugins.module_utils._vm.converge import reconcile
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, NotFound
+from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
+    SNAPSHOT_FIELDS)
 from ansible_collections.resilient.virt.plugins.plugin_utils.conformance.checks import (
     HYPERVISOR_FIELDS, check_vm, declared, raised, skip)
+from ansible_collections.resilient.virt.plugins.plugin_utils.conformance.faults import (
+    Attempts, LostReply)
 from ansible_collections.resilient.virt.plugins.plugin_utils.conformance.harness import Harness
 
 __all__ = ("CapabilityCases",)
@@ -144,6 +148,38 @@ class CapabilityCases:
             target = others[0][1]
             moved = guarded.migrate(name, target)
             assert moved["hypervisor"] == target == guarded.describe(name)["hypervisor"], moved
+
+    def test_snapshots(self, conformance_backend: Any, tmp_path: Any) -> None:
+        """Snapshots of a stopped VM: taken (a lost reply not taken again), listed parents
+        first, reverted to once the VM runs (it stops again), deleted; deleting one already
+        gone is NotFound."""
+        with Harness(conformance_backend, tmp_path) as harness:
+            attempts = Attempts()
+            guarded = harness.open(plugins=(LostReply("create_snapshot"), attempts))
+            declared(guarded, "list_snapshots")
+            name = harness.name("snapshots")
+            guarded.create(harness.spec(name))
+            assert guarded.list_snapshots(name) == []
+            first = guarded.create_snapshot(name, "first", description="conformance")
+            absent = [key for key in SNAPSHOT_FIELDS if key not in first]
+            assert not absent, "the snapshot dict lacks %s (contract.SNAPSHOT_FIELDS)" % absent
+            assert (first["name"], first["description"]) == ("first", "conformance"), first
+            json.dumps(first)
+            assert attempts.outcomes("create_snapshot") == ["error", "ok"], attempts.ended
+            assert attempts.started.count("create_snapshot") == 1, "the snapshot was taken twice"
+            second = guarded.create_snapshot(name, "second")
+            assert second["parent"] == "first", second
+            assert [snap["name"] for snap in guarded.list_snapshots(name)] == ["first", "second"]
+            assert first["vm_state"] == "stopped", first
+            guarded.power(name, "on")
+            reverted = guarded.revert_snapshot(name, "first")
+            assert reverted["state"] == "stopped" == guarded.describe(name)["state"], (
+                "a revert to a snapshot of the stopped VM left it %s" % reverted["state"])
+            guarded.delete_snapshot(name, "second")
+            guarded.delete_snapshot(name, "first")
+            assert guarded.list_snapshots(name) == []
+            err = raised(guarded.delete_snapshot, name, "first")
+            assert isinstance(err, NotFound), "deleting a deleted snapshot: %r" % err
 
     def test_native_capacity(self, conformance_backend: Any, tmp_path: Any) -> None:
         """hold_capacity answers a JSON-able dict, holding twice works, and release answers
