@@ -22,7 +22,10 @@ Runs, one after the other, each in its own process:
 * ``bench_backup.py``: full backups of a running VM's 1 GiB disk (and 256 MiB) on the lab's hv3,
   one resilient.virt.backup task next to ``virsh backup-begin`` of the same job and ``qemu-img
   convert`` of the disk (the physical limit); an incremental backup after a 1 % change against
-  the full one, in time and size; a guarded status write against a plain store update.
+  the full one, in time and size; a guarded status write against a plain store update;
+* ``bench_snapshots.py``: snapshot and revert of a running VM's 1 GiB qcow2 disk on the lab's
+  hv3, resilient.virt.vm_snapshot tasks next to ``virsh snapshot-create-as`` /
+  ``snapshot-revert``.
 
 The lab must be up (``python3 lab/lab.py up``; ``make bench`` does it). Every bench's own
 markdown tables are folded into the report, after a summary of the targets.
@@ -65,6 +68,8 @@ BENCHES = (
      [], ["--quick"]),
     ("backup", "Backups: backup task vs virsh backup-begin and qemu-img convert; incremental vs "
      "full; guarded status write", "bench_backup.py", [], ["--quick"]),
+    ("snapshots", "Snapshots: vm_snapshot take and revert vs virsh snapshot-create-as / "
+     "snapshot-revert", "bench_snapshots.py", [], ["--quick"]),
     ("images", "VMs from images: base image overlay and copy vs virsh + community.libvirt; "
      "template clone vs community.vmware", "bench_images.py", [], ["--quick"]),
 )
