@@ -85,6 +85,7 @@ VALID = {  # a working call of each module, for fuzzing one field at a time
                  "vms": [{"name": "fuzz-fleet", "vcpus": 1, "memory_mb": 64}]},
     "backup": {"provider": GOOD_PROVIDER, "vm": "test", "wait": False},
     "backup_status": {"mode": "reconcile", "provider": GOOD_PROVIDER},
+    "vm_snapshot": {"provider": GOOD_PROVIDER, "vm": "test", "name": "fuzz-snap", "state": "absent"},
 }
 
 
