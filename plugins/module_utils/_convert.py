@@ -20,10 +20,11 @@ _FALSE = ("false", "no", "off", "0")
 # patterns compiled (and cached by re) on first use: most tasks convert few values; PATTERNS
 # are compiled ahead by a controller that preloads the collection (plugin_utils._in_process)
 _INTEGER = r"^\s*[-+]?\d+\s*$"
-_DURATION = r"(?i)^(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?$"
+_DURATION = r"(?i)^(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?$"
 PATTERNS = (_INTEGER, _DURATION)
-_UNIT = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION_HELP = "use seconds (30, 1.5) or a number with unit ms, s, m or h (250ms, 30s, 4m, 1h)"
+_UNIT = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION_HELP = ("use seconds (30, 1.5) or a number with unit ms, s, m, h or d (250ms, 30s, 4m, "
+                  "1h, 7d)")
 
 
 def to_int(value):
@@ -71,7 +72,8 @@ def format_duration(seconds):
 
 
 def parse_duration(value, name, maximum=MAX_DURATION, minimum=0.0):
-    """Seconds (float) from 30, 1.5, "30", "250ms", "30s", "4m", "1h"; InvalidSpec naming ``name``.
+    """Seconds (float) from 30, 1.5, "30", "250ms", "30s", "4m", "1h", "7d"; InvalidSpec naming
+    ``name``.
 
     Values below ``minimum`` or above ``maximum`` (7 days by default) are refused; None skips
     that check.

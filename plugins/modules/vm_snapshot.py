@@ -84,8 +84,8 @@ options:
   max_age:
     description:
       - With V(present), delete the VM's snapshots made by this module (not pinned) that are
-        older than this (seconds, or a duration such as V(168h) for a week); never the one O(name)
-        names.
+        older than this (seconds, or a duration such as V(7d) for a week, at most V(366d)); never
+        the one O(name) names.
     type: raw
 extends_documentation_fragment:
   - resilient.virt.attributes
@@ -134,7 +134,7 @@ EXAMPLES = r"""
     name: "nightly-{{ now(utc=true).strftime('%Y%m%dt%H%M%S') }}"
     memory: true
     keep_last: 3
-    max_age: 168h
+    max_age: 7d
 
 - name: The upgrade went wrong - back to the snapshot (the VM runs again as it was)
   resilient.virt.vm_snapshot:

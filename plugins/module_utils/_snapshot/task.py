@@ -25,6 +25,7 @@ __all__ = ("run_vm_snapshot", "check_params", "quiesce_mode", "kind", "plan", "s
            "list_shown")
 
 BEST_EFFORT = "best_effort"
+MAX_AGE = 366 * 86400.0  # a longer max_age is a typing mistake
 _ACTIVE = ("running", "paused")  # states in which a VM has a running state to keep
 
 
@@ -68,7 +69,8 @@ def check_params(params):
         checked["keep_last"] = check("keep_last", lambda: check_int(params["keep_last"], "keep_last"))
     if params.get("max_age") is not None:
         checked["max_age"] = check("max_age", lambda: parse_duration(params["max_age"], "max_age",
-                                                                     minimum=1.0))
+                                                                     minimum=1.0,
+                                                                     maximum=MAX_AGE))
     if problems:
         raise field_errors(problems)
     return checked

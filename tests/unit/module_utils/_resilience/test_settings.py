@@ -10,13 +10,13 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import Inval
 @pytest.mark.parametrize("value, seconds", [
     (30, 30.0), (1.5, 1.5), ("30", 30.0), ("1.5", 1.5), ("250ms", 0.25), ("100ms", 0.1),
     ("30s", 30.0), ("1.5s", 1.5), ("4m", 240.0), ("1h", 3600.0), (" 2 M ", 120.0), (".5s", 0.5),
-    (0, 0.0),
+    (0, 0.0), ("1d", 86400.0), ("7d", 604800.0),
 ])
 def test_parse_duration_accepts(value, seconds):
     assert C.parse_duration(value, "x") == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("value", ["", "ten", "5 minutes", "1d", "-5s", "1e3", True, None,
+@pytest.mark.parametrize("value", ["", "ten", "5 minutes", "1w", "-5s", "1e3", True, None,
                                    float("nan"), float("inf"), [5]])
 def test_parse_duration_rejects_naming_the_field(value):
     with pytest.raises(InvalidSpec) as info:
@@ -166,7 +166,7 @@ def test_burst_must_be_positive_when_rate_limited():
 
 
 def test_every_mistake_is_reported_at_once():
-    err = _error({"max_attempts": 0, "multiplier": "x"}, env={"RESILIENT_VIRT_CB_RESET_SECONDS": "1d"})
+    err = _error({"max_attempts": 0, "multiplier": "x"}, env={"RESILIENT_VIRT_CB_RESET_SECONDS": "1 day"})
     paths = [e["path"] for e in err.details["errors"]]
     assert paths == ["resilience.max_attempts", "resilience.multiplier",
                      "RESILIENT_VIRT_CB_RESET_SECONDS"]

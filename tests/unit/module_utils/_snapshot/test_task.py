@@ -99,6 +99,9 @@ def test_every_bad_option_is_named_at_once():
     with pytest.raises(InvalidSpec, match="keep_last applies to state: present only"):
         check_params(params(state="absent", keep_last=2))
     assert check_params(params(quiesce="best_effort", max_age="168h"))["max_age"] == 7 * DAY
+    assert check_params(params(max_age="30d"))["max_age"] == 30 * DAY
+    with pytest.raises(InvalidSpec, match="max_age='400d' is longer than the 366d allowed"):
+        check_params(params(max_age="400d"))
 
 
 # -- whole tasks on libvirt's test driver -----------------------------------------------------------
