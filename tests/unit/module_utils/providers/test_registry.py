@@ -95,7 +95,7 @@ def test_an_unknown_or_missing_type_names_provider_type_and_lists_known_types():
         registry.provider_class("hyperv")
     message = str(info.value)
     assert message.startswith("provider.type='hyperv' is not a known provider type")
-    assert "libvirt, vsphere" in message and registry.ENTRY_POINT_GROUP in message
+    assert "libvirt, proxmox, vsphere" in message and registry.ENTRY_POINT_GROUP in message
     assert info.value.details["errors"][0]["path"] == "provider.type"
     with pytest.raises(InvalidSpec, match="provider.type is required"):
         registry.open_provider({"uri": TEST_URI}, quick_settings(), environ={})
