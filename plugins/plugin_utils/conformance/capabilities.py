@@ -14,7 +14,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import Inval
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
     SNAPSHOT_FIELDS)
 from ansible_collections.resilient.virt.plugins.plugin_utils.conformance.checks import (
-    HYPERVISOR_FIELDS, check_vm, declared, raised, skip)
+    HYPERVISOR_FIELDS, check_vm, declared, expect, raised, same, skip)
 from ansible_collections.resilient.virt.plugins.plugin_utils.conformance.faults import (
     Attempts, LostReply)
 from ansible_collections.resilient.virt.plugins.plugin_utils.conformance.harness import Harness
@@ -33,7 +33,7 @@ class CapabilityCases:
             guarded = harness.open()
             declared(guarded, "validate")
             facts = guarded.validate()
-            assert isinstance(facts, dict), "validate returns a dict, not %r" % (facts,)
+            expect(isinstance(facts, dict), "validate returns a dict, not %r" % (facts,))
             json.dumps(facts)
 
     def test_list_vms(self, conformance_backend: Any, tmp_path: Any) -> None:
@@ -46,18 +46,18 @@ class CapabilityCases:
             spec = harness.spec(name)
             guarded.create(spec)
             listed = [vm for vm in guarded.list_vms() if vm["name"] == name]
-            assert len(listed) == 1, "list_vms() lists %r %d times" % (name, len(listed))
+            expect(len(listed) == 1, "list_vms() lists %r %d times" % (name, len(listed)))
             check_vm(listed[0], guarded, name, spec)
-            assert listed[0]["uuid"] == guarded.describe(name)["uuid"]
-            assert [vm["name"] for vm in guarded.list_vms({"name": name})] == [name]
-            assert [vm["name"] for vm in guarded.list_vms({"name": name[:-3] + "*"})] == [name]
-            assert [vm["name"] for vm in guarded.list_vms({"name": name, "state": "stopped"})] \
-                == [name]
-            assert guarded.list_vms({"name": name, "state": "running"}) == []
+            same(listed[0]["uuid"], guarded.describe(name)["uuid"], "the uuid list_vms() gives")
+            for filters, wanted in (({"name": name}, [name]), ({"name": name[:-3] + "*"}, [name]),
+                                    ({"name": name, "state": "stopped"}, [name]),
+                                    ({"name": name, "state": "running"}, [])):
+                same([vm["name"] for vm in guarded.list_vms(filters)], wanted,
+                     "the names list_vms(%r) gives" % filters)
             summaries = guarded.list_vm_summaries({"name": name})
-            assert [vm["name"] for vm in summaries] == [name], summaries
+            expect([vm["name"] for vm in summaries] == [name], summaries)
             err = raised(guarded.list_vms, {"colour": "red"})
-            assert isinstance(err, InvalidSpec) and "filters.colour" in err.message, err
+            expect(isinstance(err, InvalidSpec) and "filters.colour" in err.message, err)
 
     def test_list_hypervisors(self, conformance_backend: Any, tmp_path: Any) -> None:
         """list_hypervisors gives dicts of every hypervisor field, and names the hypervisor a
@@ -66,17 +66,17 @@ class CapabilityCases:
             guarded = harness.open()
             declared(guarded, "list_hypervisors")
             hypervisors = guarded.list_hypervisors()
-            assert hypervisors, "list_hypervisors() gives none"
+            expect(hypervisors, "list_hypervisors() gives none")
             for hypervisor in hypervisors:
                 absent = [key for key in HYPERVISOR_FIELDS if key not in hypervisor]
-                assert not absent, "hypervisor %r lacks %s" % (hypervisor.get("name"), absent)
+                expect(not absent, "hypervisor %r lacks %s" % (hypervisor.get("name"), absent))
                 for key in ("cpu", "memory_mb", "used_cpu", "used_memory_mb"):
-                    assert hypervisor[key] is None or hypervisor[key] >= 0, (key, hypervisor)
+                    expect(hypervisor[key] is None or hypervisor[key] >= 0, (key, hypervisor))
                 json.dumps(hypervisor)
             name = harness.name("hypervisor")
             where = guarded.create(harness.spec(name))["hypervisor"]
-            assert where in [hypervisor["name"] for hypervisor in hypervisors], (
-                "the new VM is on %r, which list_hypervisors() does not name" % where)
+            expect(where in [hypervisor["name"] for hypervisor in hypervisors],
+                   "the new VM is on %r, which list_hypervisors() does not name" % where)
 
     def test_find(self, conformance_backend: Any, tmp_path: Any) -> None:
         """find(uuid) names the VM so that describe finds it; an unknown uuid is NotFound."""
@@ -86,9 +86,9 @@ class CapabilityCases:
             name = harness.name("find")
             vm = guarded.create(harness.spec(name))
             found = guarded.describe(guarded.find(vm["uuid"]))
-            assert (found["name"], found["uuid"]) == (name, vm["uuid"]), found
+            expect((found["name"], found["uuid"]) == (name, vm["uuid"]), found)
             err = raised(guarded.find, str(uuid.uuid4()))
-            assert isinstance(err, NotFound), "find of an unknown uuid: %r" % err
+            expect(isinstance(err, NotFound), "find of an unknown uuid: %r" % err)
 
     def test_reconfigure(self, conformance_backend: Any, tmp_path: Any) -> None:
         """The vm task with more memory changes the VM once, then nothing."""
@@ -103,10 +103,10 @@ class CapabilityCases:
             reconcile(guarded, name, "present", spec)
             bigger = dict(spec, memory_mb=spec["memory_mb"] * 2)
             changed = reconcile(guarded, name, "present", bigger)
-            assert (changed["changed"], changed["actions"]) == (True, ["reconfigure"]), changed
-            assert guarded.describe(name)["memory_mb"] == bigger["memory_mb"]
+            expect((changed["changed"], changed["actions"]) == (True, ["reconfigure"]), changed)
+            same(guarded.describe(name)["memory_mb"], bigger["memory_mb"], "memory_mb described")
             again = reconcile(guarded, name, "present", bigger)
-            assert (again["changed"], again["actions"]) == (False, []), again
+            expect((again["changed"], again["actions"]) == (False, []), again)
 
     def test_task_status(self, conformance_backend: Any, tmp_path: Any) -> None:
         """Every operation a create and the power actions recorded with ``Provider.started``
@@ -130,7 +130,7 @@ class CapabilityCases:
                      % guarded.type_name)
             for handle in handles:
                 status = guarded.task_status(handle)
-                assert status.get("state") in FINISHED, (handle, status)
+                expect(status.get("state") in FINISHED, (handle, status))
 
     def test_migrate(self, conformance_backend: Any, tmp_path: Any) -> None:
         """migrate moves a VM to another hypervisor (one of its availability zone first)."""
@@ -147,7 +147,7 @@ class CapabilityCases:
                 skip("the test environment has one hypervisor only")
             target = others[0][1]
             moved = guarded.migrate(name, target)
-            assert moved["hypervisor"] == target == guarded.describe(name)["hypervisor"], moved
+            expect(moved["hypervisor"] == target == guarded.describe(name)["hypervisor"], moved)
 
     def test_snapshots(self, conformance_backend: Any, tmp_path: Any) -> None:
         """Snapshots of a stopped VM: taken (a lost reply not taken again), listed parents
@@ -159,27 +159,28 @@ class CapabilityCases:
             declared(guarded, "list_snapshots")
             name = harness.name("snapshots")
             guarded.create(harness.spec(name))
-            assert guarded.list_snapshots(name) == []
+            same(guarded.list_snapshots(name), [], "the snapshots of a new VM")
             first = guarded.create_snapshot(name, "first", description="conformance")
             absent = [key for key in SNAPSHOT_FIELDS if key not in first]
-            assert not absent, "the snapshot dict lacks %s (contract.SNAPSHOT_FIELDS)" % absent
-            assert (first["name"], first["description"]) == ("first", "conformance"), first
+            expect(not absent, "the snapshot dict lacks %s (contract.SNAPSHOT_FIELDS)" % absent)
+            expect((first["name"], first["description"]) == ("first", "conformance"), first)
             json.dumps(first)
-            assert attempts.outcomes("create_snapshot") == ["error", "ok"], attempts.ended
-            assert attempts.started.count("create_snapshot") == 1, "the snapshot was taken twice"
+            expect(attempts.outcomes("create_snapshot") == ["error", "ok"], attempts.ended)
+            expect(attempts.started.count("create_snapshot") == 1, "the snapshot was taken twice")
             second = guarded.create_snapshot(name, "second")
-            assert second["parent"] == "first", second
-            assert [snap["name"] for snap in guarded.list_snapshots(name)] == ["first", "second"]
-            assert first["vm_state"] == "stopped", first
+            expect(second["parent"] == "first", second)
+            same([snap["name"] for snap in guarded.list_snapshots(name)], ["first", "second"],
+                 "the snapshots listed")
+            expect(first["vm_state"] == "stopped", first)
             guarded.power(name, "on")
             reverted = guarded.revert_snapshot(name, "first")
-            assert reverted["state"] == "stopped" == guarded.describe(name)["state"], (
-                "a revert to a snapshot of the stopped VM left it %s" % reverted["state"])
+            expect(reverted["state"] == "stopped" == guarded.describe(name)["state"],
+                   "a revert to a snapshot of the stopped VM left it %s" % reverted["state"])
             guarded.delete_snapshot(name, "second")
             guarded.delete_snapshot(name, "first")
-            assert guarded.list_snapshots(name) == []
+            same(guarded.list_snapshots(name), [], "the snapshots left after deleting both")
             err = raised(guarded.delete_snapshot, name, "first")
-            assert isinstance(err, NotFound), "deleting a deleted snapshot: %r" % err
+            expect(isinstance(err, NotFound), "deleting a deleted snapshot: %r" % err)
 
     def test_native_capacity(self, conformance_backend: Any, tmp_path: Any) -> None:
         """hold_capacity answers a JSON-able dict, holding twice works, and release answers
@@ -197,8 +198,9 @@ class CapabilityCases:
                      "(resilient_virt_hold_capacity)" % guarded.type_name)
             try:
                 json.dumps(held)
-                assert guarded.hold_capacity(reservation) is not None, "holding again failed"
-                assert guarded.release_capacity(dict(reservation, held=held)) is True
+                expect(guarded.hold_capacity(reservation) is not None, "holding again failed")
+                same(guarded.release_capacity(dict(reservation, held=held)), True,
+                     "what release_capacity answers")
             finally:
                 released = guarded.release_capacity(dict(reservation, held=held))
-            assert released is True, "releasing what is already released must answer True"
+            expect(released is True, "releasing what is already released must answer True")

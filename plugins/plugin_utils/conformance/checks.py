@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the cases hold a backend's answers against: the contract's shapes, written out here.
 
-A case that cannot run on a backend raises ``unittest.SkipTest`` with a reason starting with
+A failed check raises AssertionError with a message that says what was wrong. A case that
+cannot run on a backend raises ``unittest.SkipTest`` with a reason starting with
 ``intended:`` (pytest reports it as a skip), so the suite needs nothing of pytest to import.
 """
 from __future__ import annotations
@@ -15,11 +16,23 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import NotFo
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
     VM_FIELDS, VM_STATES)
 
-__all__ = ("HYPERVISOR_FIELDS", "skip", "declared", "check_vm", "missing", "raised", "named",
-           "check_hidden")
+__all__ = ("HYPERVISOR_FIELDS", "expect", "same", "skip", "declared", "check_vm", "missing",
+           "raised", "named", "check_hidden")
 
 HYPERVISOR_FIELDS = ("name", "az", "cpu", "memory_mb", "used_cpu", "used_memory_mb", "state",
                      "traits")
+
+
+def expect(condition: Any, message: Any) -> None:
+    """Fail the case with ``message`` unless ``condition`` holds (the collection's code takes no
+    ``assert`` statement: ansible-test's sanity test no-assert)."""
+    if not condition:
+        raise AssertionError(message)
+
+
+def same(have: Any, want: Any, what: str) -> None:
+    """Fail the case unless ``have`` equals ``want`` and is of its type (``True``, not ``1``)."""
+    expect(have == want and type(have) is type(want), "%s is %r, not %r" % (what, have, want))
 
 
 def skip(reason: str) -> NoReturn:
@@ -35,17 +48,18 @@ def declared(guarded: Any, capability: str) -> None:
 
 def check_vm(vm: Any, guarded: Any, name: str, spec: dict[str, Any]) -> None:
     """``vm`` is a VM dict of ``guarded`` named ``name`` with the vCPUs and memory of ``spec``."""
-    assert isinstance(vm, dict), "a VM dict is a dict, not %r" % (vm,)
+    expect(isinstance(vm, dict), "a VM dict is a dict, not %r" % (vm,))
     absent = [key for key in VM_FIELDS if key not in vm]
-    assert not absent, "the VM dict of %r lacks %s (contract.VM_FIELDS)" % (name, ", ".join(absent))
-    assert vm["name"] == name, "the VM dict of %r names %r" % (name, vm["name"])
-    assert vm["state"] in VM_STATES, "state %r is none of %s" % (vm["state"], ", ".join(VM_STATES))
+    expect(not absent, "the VM dict of %r lacks %s (contract.VM_FIELDS)" % (
+        name, ", ".join(absent)))
+    expect(vm["name"] == name, "the VM dict of %r names %r" % (name, vm["name"]))
+    expect(vm["state"] in VM_STATES, "state %r is none of %s" % (vm["state"], ", ".join(VM_STATES)))
     for field in ("vcpus", "memory_mb"):
         if spec.get(field) is not None:
-            assert vm[field] == spec[field], "%s of %r is %r, the spec gave %r" % (
-                field, name, vm[field], spec[field])
-    assert vm["provider_key"] == guarded.key, "provider_key %r is not the provider's key %r" % (
-        vm["provider_key"], guarded.key)
+            expect(vm[field] == spec[field], "%s of %r is %r, the spec gave %r" % (
+                field, name, vm[field], spec[field]))
+    expect(vm["provider_key"] == guarded.key, "provider_key %r is not the provider's key %r" % (
+        vm["provider_key"], guarded.key))
     json.dumps(vm)  # results go to Ansible as JSON
 
 
@@ -83,6 +97,6 @@ def check_hidden(secrets: list[str], texts: dict[str, Any]) -> None:
     for secret in secrets:
         for where, text in texts.items():
             found = secret.encode() in text if isinstance(text, bytes) else secret in str(text)
-            assert not found, "a secret of the provider settings appears in %s: %s" % (
+            expect(not found, "a secret of the provider settings appears in %s: %s" % (
                 where, "(binary)" if isinstance(text, bytes) else str(text).replace(
-                    secret, "<the secret>")[:2000])
+                    secret, "<the secret>")[:2000]))

@@ -80,4 +80,3 @@ class Harness:
 
     def __exit__(self, *_exc: Any) -> None:
         self.close()
-

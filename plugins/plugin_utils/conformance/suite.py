@@ -24,7 +24,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._reconfig
 from ansible_collections.resilient.virt.plugins.plugin_utils.conformance.capabilities import (
     CapabilityCases)
 from ansible_collections.resilient.virt.plugins.plugin_utils.conformance.checks import (
-    check_hidden, check_vm, missing, named, raised, skip)
+    check_hidden, check_vm, expect, missing, named, raised, same, skip)
 from ansible_collections.resilient.virt.plugins.plugin_utils.conformance.faults import (
     Attempts, LateAttempt, LostReply)
 from ansible_collections.resilient.virt.plugins.plugin_utils.conformance.harness import (
@@ -57,12 +57,12 @@ class ConformanceSuite(CapabilityCases):
             spec = harness.spec(name)
             created = guarded.create(spec)
             check_vm(created, guarded, name, spec)
-            assert created["state"] == "stopped", "a new VM is stopped, not %s" % created["state"]
+            expect(created["state"] == "stopped", "a new VM is stopped, not %s" % created["state"])
             described = guarded.describe(name)
             check_vm(described, guarded, name, spec)
-            assert described["uuid"] == created["uuid"], "describe gives another VM's uuid"
-            assert guarded.delete(name) is None
-            assert missing(guarded, name), "%r is still there after delete" % name
+            expect(described["uuid"] == created["uuid"], "describe gives another VM's uuid")
+            same(guarded.delete(name), None, "what delete returns")
+            expect(missing(guarded, name), "%r is still there after delete" % name)
 
     def test_create_twice_makes_one_vm(self, conformance_backend: Any, tmp_path: Any) -> None:
         """The vm task with the same spec twice creates once, then changes nothing; a second
@@ -72,15 +72,17 @@ class ConformanceSuite(CapabilityCases):
             name = harness.name("twice")
             spec = harness.spec(name)
             first = reconcile(guarded, name, "present", spec)
-            assert (first["changed"], first["actions"]) == (True, ["create"]), first
+            expect((first["changed"], first["actions"]) == (True, ["create"]), first)
             second = reconcile(guarded, name, "present", spec)
-            assert (second["changed"], second["actions"]) == (False, []), (
-                "the same spec again changed the VM: describe reports %r for the spec's %r" % (
-                    dict((field, second["vm"].get(field)) for field in differences(
-                        second["vm"] or {}, spec)), differences(second["vm"] or {}, spec)))
+            described = second["vm"] or {}
+            differs = differences(described, spec)
+            expect((second["changed"], second["actions"]) == (False, []),
+                   "the same spec again changed the VM: describe reports %r for the spec's %r"
+                   % (dict((field, described.get(field)) for field in differs), differs))
             err = raised(guarded.create, spec)
-            assert isinstance(err, Conflict), "a create of an existing name is a Conflict: %r" % err
-            assert named(guarded, name) == 1
+            expect(isinstance(err, Conflict),
+                   "a create of an existing name is a Conflict: %r" % err)
+            same(named(guarded, name), 1, "the number of VMs of that name")
 
     def test_power_on_and_off_are_idempotent(self, conformance_backend: Any,
                                              tmp_path: Any) -> None:
@@ -90,19 +92,21 @@ class ConformanceSuite(CapabilityCases):
             name = harness.name("power")
             spec = harness.spec(name)
             started = reconcile(guarded, name, "running", spec)
-            assert started["actions"] == ["create", "start"], started
-            assert guarded.describe(name)["state"] == "running"
-            assert reconcile(guarded, name, "running", spec)["changed"] is False
+            expect(started["actions"] == ["create", "start"], started)
+            same(guarded.describe(name)["state"], "running", "the state described after on")
+            same(reconcile(guarded, name, "running", spec)["changed"], False,
+                 "changed of the vm task asked again for a running VM")
             again = guarded.power(name, "on")
-            assert again["state"] == "running" and again.get("changed") is False, (
-                "power on of a running VM must return changed False: %r" % again)
+            expect(again["state"] == "running" and again.get("changed") is False,
+                   "power on of a running VM must return changed False: %r" % again)
             off = guarded.power(name, "off")
-            assert off["state"] == "stopped" and off.get("changed", True) is True, off
-            assert guarded.describe(name)["state"] == "stopped"
+            expect(off["state"] == "stopped" and off.get("changed", True) is True, off)
+            same(guarded.describe(name)["state"], "stopped", "the state described after off")
             again = guarded.power(name, "off")
-            assert again["state"] == "stopped" and again.get("changed") is False, (
-                "power off of a stopped VM must return changed False: %r" % again)
-            assert reconcile(guarded, name, "stopped", spec)["changed"] is False
+            expect(again["state"] == "stopped" and again.get("changed") is False,
+                   "power off of a stopped VM must return changed False: %r" % again)
+            same(reconcile(guarded, name, "stopped", spec)["changed"], False,
+                 "changed of the vm task asked again for a stopped VM")
 
     def test_pause_and_suspend_work_or_are_not_supported(self, conformance_backend: Any,
                                                          tmp_path: Any) -> None:
@@ -116,13 +120,13 @@ class ConformanceSuite(CapabilityCases):
                 try:
                     vm = guarded.power(name, action)
                 except NotSupported:
-                    assert guarded.describe(name)["state"] == "running", (
-                        "%s raised NotSupported but the VM changed" % action)
+                    expect(guarded.describe(name)["state"] == "running",
+                           "%s raised NotSupported but the VM changed" % action)
                     continue
-                assert vm["state"] == state == guarded.describe(name)["state"], (action, vm)
+                expect(vm["state"] == state == guarded.describe(name)["state"], (action, vm))
                 again = guarded.power(name, action)
-                assert again.get("changed") is False, "%s twice: %r" % (action, again)
-                assert guarded.power(name, "on")["state"] == "running", "on after %s" % action
+                expect(again.get("changed") is False, "%s twice: %r" % (action, again))
+                expect(guarded.power(name, "on")["state"] == "running", "on after %s" % action)
 
     # -- look before retry -------------------------------------------------------------------
     def test_a_lost_reply_is_not_done_again(self, conformance_backend: Any,
@@ -136,14 +140,14 @@ class ConformanceSuite(CapabilityCases):
             name = harness.name("lost")
             spec = harness.spec(name)
             check_vm(guarded.create(spec), guarded, name, spec)
-            assert guarded.power(name, "on")["state"] == "running"
-            assert named(guarded, name) == 1, "the create was done twice"
+            same(guarded.power(name, "on")["state"], "running", "the state after power on")
+            expect(named(guarded, name) == 1, "the create was done twice")
             guarded.delete(name)
-            assert missing(guarded, name)
+            expect(missing(guarded, name), "%r is still there after delete" % name)
             for operation in ("create", "power", "delete"):
-                assert attempts.outcomes(operation) == ["error", "ok"], attempts.ended
-                assert attempts.started.count(operation) == 1, (
-                    "the retry of %s called the backend again" % operation)
+                expect(attempts.outcomes(operation) == ["error", "ok"], attempts.ended)
+                expect(attempts.started.count(operation) == 1,
+                       "the retry of %s called the backend again" % operation)
 
     def test_an_abandoned_create_is_not_done_again(self, conformance_backend: Any,
                                                    tmp_path: Any) -> None:
@@ -158,9 +162,9 @@ class ConformanceSuite(CapabilityCases):
             spec = harness.spec(name)
             check_vm(guarded.create(spec), guarded, name, spec)
             outcomes = attempts.outcomes("create")
-            assert outcomes[0] == "timeout" and outcomes[-1] == "ok", attempts.ended
-            assert attempts.started.count("create") == 1, "a retry created the VM again"
-            assert named(guarded, name) == 1, "the create was done twice"
+            expect(outcomes[0] == "timeout" and outcomes[-1] == "ok", attempts.ended)
+            expect(attempts.started.count("create") == 1, "a retry created the VM again")
+            expect(named(guarded, name) == 1, "the create was done twice")
 
     # -- error types -------------------------------------------------------------------------
     def test_a_missing_vm_is_not_found(self, conformance_backend: Any, tmp_path: Any) -> None:
@@ -172,10 +176,10 @@ class ConformanceSuite(CapabilityCases):
             for call, args in ((guarded.describe, (name,)), (guarded.power, (name, "on")),
                                (guarded.delete, (name,))):
                 err = raised(call, *args)
-                assert isinstance(err, NotFound), "%s of a missing VM: %r" % (call.__name__, err)
-                assert not err.retryable
-            assert [outcome for _op, outcome, _type in attempts.ended] == ["error"] * 3, (
-                attempts.ended)
+                expect(isinstance(err, NotFound), "%s of a missing VM: %r" % (call.__name__, err))
+                expect(not err.retryable, "NotFound must not be retryable: %r" % err)
+            expect([outcome for _op, outcome, _type in attempts.ended] == ["error"] * 3,
+                   attempts.ended)
 
     def test_a_bad_spec_is_invalid_spec_naming_each_field(self, conformance_backend: Any,
                                                           tmp_path: Any) -> None:
@@ -186,14 +190,14 @@ class ConformanceSuite(CapabilityCases):
             guarded = harness.open(plugins=(attempts,))
             name = harness.name("badspec")
             err = raised(guarded.create, harness.spec(name, vcpus=0, memory_mb=-1))
-            assert isinstance(err, InvalidSpec), "a bad spec: %r" % err
+            expect(isinstance(err, InvalidSpec), "a bad spec: %r" % err)
             paths = [error.get("path") for error in (err.details or {}).get("errors", [])]
             for field in ("vcpus", "memory_mb"):
-                assert field in paths, "details.errors names %s, not %s" % (paths, field)
-                assert field in err.message, "the message does not name %s: %s" % (
-                    field, err.message)
-            assert attempts.outcomes("create") == ["error"], attempts.ended
-            assert missing(guarded, name), "a refused spec left a VM behind"
+                expect(field in paths, "details.errors names %s, not %s" % (paths, field))
+                expect(field in err.message, "the message does not name %s: %s" % (
+                    field, err.message))
+            expect(attempts.outcomes("create") == ["error"], attempts.ended)
+            expect(missing(guarded, name), "a refused spec left a VM behind")
 
     def test_an_unreachable_endpoint_is_unavailable(self, conformance_backend: Any,
                                                     tmp_path: Any) -> None:
@@ -204,8 +208,8 @@ class ConformanceSuite(CapabilityCases):
             attempts = Attempts()
             guarded = harness.open(conformance_backend.unreachable, plugins=(attempts,))
             err = raised(_probe(guarded))
-            assert isinstance(err, Unavailable) and err.retryable, "unreachable: %r" % err
-            assert len(attempts.ended) == RESILIENCE["max_attempts"], attempts.ended
+            expect(isinstance(err, Unavailable) and err.retryable, "unreachable: %r" % err)
+            expect(len(attempts.ended) == RESILIENCE["max_attempts"], attempts.ended)
 
     def test_wrong_credentials_are_unauthorized(self, conformance_backend: Any,
                                                 tmp_path: Any) -> None:
@@ -216,8 +220,8 @@ class ConformanceSuite(CapabilityCases):
             attempts = Attempts()
             guarded = harness.open(conformance_backend.wrong_credentials, plugins=(attempts,))
             err = raised(_probe(guarded))
-            assert isinstance(err, Unauthorized) and not err.retryable, "refused login: %r" % err
-            assert len(attempts.ended) == 1, attempts.ended
+            expect(isinstance(err, Unauthorized) and not err.retryable, "refused login: %r" % err)
+            expect(len(attempts.ended) == 1, attempts.ended)
 
     # -- timeouts ----------------------------------------------------------------------------
     def test_a_hung_endpoint_times_out_within_the_deadline(self, conformance_backend: Any,
@@ -233,13 +237,13 @@ class ConformanceSuite(CapabilityCases):
             began = time.monotonic()
             err = raised(_probe(guarded))
             took = time.monotonic() - began
-            assert isinstance(err, Timeout), "a hung endpoint: %r" % err
-            assert took < DEADLINE + ROOM, "Timeout came after %.1f s, the deadline was %g s" % (
-                took, DEADLINE)
+            expect(isinstance(err, Timeout), "a hung endpoint: %r" % err)
+            expect(took < DEADLINE + ROOM, "Timeout came after %.1f s, the deadline was %g s" % (
+                took, DEADLINE))
             began = time.monotonic()
             harness.close_provider(guarded)
             took = time.monotonic() - began
-            assert took < ROOM, "close() took %.1f s with a call hung in the endpoint" % took
+            expect(took < ROOM, "close() took %.1f s with a call hung in the endpoint" % took)
 
     # -- secrets -----------------------------------------------------------------------------
     def test_secrets_stay_hidden(self, conformance_backend: Any, tmp_path: Any) -> None:
