@@ -99,7 +99,8 @@ def _refuse_checkpoints(provider, dom, name, doing):
 
 def _disks(provider, dom, name):
     """[(target, True when it goes into the snapshot)] of the VM's disks; NotSupported naming
-    a writable disk that is not a qcow2 image (an internal snapshot lives inside the image)."""
+    a writable disk that is not a qcow2 image (an internal snapshot lives inside the image), or
+    when no disk is writable."""
     root = ET.fromstring(dom.XMLDesc(0))
     out = []
     for node in root.findall("devices/disk"):
@@ -116,6 +117,10 @@ def _disks(provider, dom, name):
                 "back the VM up instead" % (name, provider.key, dev, path,
                                             "raw" if driver is None else driver.get("type")))
         out.append((dev, writable))
+    if not any(included for _dev, included in out):
+        raise NotSupported(
+            "cannot snapshot VM %r on %s: it has no writable disk, and libvirt keeps a snapshot "
+            "inside the VM's qcow2 images; add a qcow2 disk to the VM first" % (name, provider.key))
     return out
 
 

@@ -11,7 +11,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._snapshot.task impo
     check_params, kind, plan, run_vm_snapshot)
 from ansible_collections.resilient.virt.plugins.module_utils._task_context import TaskContext
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    Conflict, InvalidSpec, NotFound)
+    Conflict, InvalidSpec, NotFound, NotSupported)
 
 DAY = 86400.0
 NOW = 1795900000.0  # 2026-11-28T...Z
@@ -133,7 +133,7 @@ def testbed(tmp_path):
                           provider_config=lambda *a, **k: {}, provider_references=lambda: [],
                           read_settings=lambda: None, environ={}, warnings=warnings,
                           check_mode=check, diff_mode=True)
-        result = run_vm_snapshot(params(vm="snap", **given), ctx)
+        result = run_vm_snapshot(params(**dict({"vm": "snap"}, **given)), ctx)
         result["warnings"] = warnings
         return result
 
@@ -172,3 +172,16 @@ def test_retention_deletes_only_what_it_made_and_never_a_pinned_one(testbed):
     assert result["pruned"] == ["a"]
     assert names(dom) == ["b", "by-hand", "c", "pin"]
     assert run(name="pin", state="absent")["changed"] and names(dom) == ["b", "by-hand", "c"]
+
+
+def test_a_vm_without_a_disk_is_refused_before_anything_is_made(testbed):
+    run, dom = testbed
+    conn = dom.connect()
+    bare = conn.defineXML("<domain type='test'><name>bare</name><memory unit='MiB'>64</memory>"
+                          "<os><type>hvm</type></os></domain>")
+    try:
+        with pytest.raises(NotSupported, match="it has no writable disk"):
+            run(vm="bare", name="s1", memory=False)
+        assert bare.listAllSnapshots(0) == []
+    finally:
+        bare.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA)
