@@ -44,7 +44,7 @@ BOTH_PATHS = ("test_vm_module", "test_vm_info_module", "test_provider_module",
               "test_circuit_breaker_module", "test_check_mode", "test_secrets", "test_faults",
               "test_failover_module", "test_fleet_module", "test_bad_input", "test_retried_create",
               "test_backup_module", "test_vsphere_tls", "test_resilience_summary",
-              "test_proxmox", "test_proxmox_faults")
+              "test_proxmox", "test_proxmox_faults", "test_proxmox_fleet")
 
 
 def pytest_generate_tests(metafunc):

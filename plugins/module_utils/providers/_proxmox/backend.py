@@ -236,8 +236,9 @@ class ProxmoxProvider(SharedConnectionMixin, Provider):
                       key=lambda vm: vm["name"] or "")
 
     def list_vm_summaries(self, filters=None):
-        """list_vms from ``/cluster/resources`` alone: one request, disks and interfaces left
-        empty."""
+        """list_vms from ``/cluster/resources`` and each VM's configuration (for its metadata,
+        where a fleet's owner marker lives), without ``status/current`` and the guest agent: a
+        paused VM shows as running, and no guest addresses."""
         check_filters(filters)
         session = self.session()
         vms = [session.summary(record) for record in self._listed(session, filters)]

@@ -107,7 +107,25 @@ class Session:
             guest_info["agent_state"] = "not_running"
             if guest and current is not None and current.get("qmpstatus") == "running":
                 guest_info, found = ask_agent(self, node, vmid)
-        addresses = assign_addresses(interfaces, found)
+        return self._vm(record, config, name, current, interfaces,
+                        addresses=assign_addresses(interfaces, found), guest=guest_info,
+                        restart_required=waiting)
+
+    def summary(self, record):
+        """The VM dict of a ``/cluster/resources`` entry and the VM's configuration (one
+        request, none for a VM of an offline node: listed from the entry alone), without
+        ``status/current`` and the guest agent (what ``list_vm_summaries`` gives)."""
+        if record.get("status") == "unknown":
+            return new_vm(
+                self.provider, record.get("name"), hypervisor=record.get("node"),
+                state=state_of(record, None, record.get("lock")),
+                vcpus=record.get("maxcpu"), memory_mb=(record.get("maxmem") or 0) // _MIB,
+                tags=tags_of(record.get("tags")), placement={"host": record.get("node")})
+        config = self.get("nodes", record["node"], "qemu", record["vmid"], "config") or {}
+        return self._vm(record, config, interfaces=interfaces_of(config))
+
+    def _vm(self, record, config, name=None, current=None, interfaces=(), **more):
+        node = record["node"]
         disks = disks_of(config)
         placement = {"host": node, "datastore": disks[0]["storage"] if disks else None}
         if record.get("pool"):
@@ -117,16 +135,7 @@ class Session:
             uuid=uuid_of(config), hypervisor=node,
             state=state_of(record, current, config.get("lock") or record.get("lock")),
             vcpus=vcpus_of(config), memory_mb=int(config.get("memory") or 512), disks=disks,
-            interfaces=interfaces, addresses=addresses, guest=guest_info,
-            metadata=metadata_of(config.get("description")), tags=tags_of(config.get("tags")),
+            interfaces=list(interfaces), metadata=metadata_of(config.get("description")),
+            tags=tags_of(config.get("tags")),
             autostart=str(config.get("onboot", "0")) in ("1", "true"), placement=placement,
-            restart_required=waiting)
-
-    def summary(self, record):
-        """The VM dict of a ``/cluster/resources`` entry alone, without disks and interfaces
-        (what the inventory lists)."""
-        return new_vm(
-            self.provider, record.get("name"), hypervisor=record.get("node"),
-            state=state_of(record, None, record.get("lock")),
-            vcpus=record.get("maxcpu"), memory_mb=(record.get("maxmem") or 0) // _MIB,
-            tags=tags_of(record.get("tags")), placement={"host": record.get("node")})
+            **more)
