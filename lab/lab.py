@@ -24,7 +24,8 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 
-import vcsim  # lab/vcsim.py: this directory is on sys.path for the script and for its importers
+import pvesim  # lab/pvesim.py and lab/vcsim.py: this directory is on sys.path for the script
+import vcsim  # and for its importers
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_RUN_DIR = os.path.join(REPO_ROOT, "lab", "run")
@@ -408,10 +409,11 @@ def provider_config(hv):
             "cpu_allocation_ratio": CPU_ALLOCATION_RATIO, "domain_type": DOMAIN_TYPE}
 
 
-def inventory(hypervisors, run_dir, python=None, vsphere=None):
+def inventory(hypervisors, run_dir, python=None, vsphere=None, proxmox=None):
     """Ansible inventory (as a dict): one local host per hypervisor, AZ groups, provider vars.
 
-    ``vsphere``, the simulator's provider dict, joins ``resilient_virt_providers`` when given.
+    ``vsphere`` and ``proxmox``, the simulators' provider dicts, join
+    ``resilient_virt_providers`` when given.
     """
     python = python or sys.executable
     hosts = {}
@@ -427,8 +429,9 @@ def inventory(hypervisors, run_dir, python=None, vsphere=None):
     children = {"hypervisors": {"hosts": hosts}}
     children.update(sorted(azs.items()))
     providers = {hv.name: provider_config(hv) for hv in hypervisors}
-    if vsphere:
-        providers[vsphere["name"]] = vsphere
+    for simulator in (vsphere, proxmox):
+        if simulator:
+            providers[simulator["name"]] = simulator
     return {"all": {
         "vars": {
             "resilient_virt_lab_dir": run_dir,
@@ -438,14 +441,14 @@ def inventory(hypervisors, run_dir, python=None, vsphere=None):
     }}
 
 
-def inventory_source(hypervisors, vsphere=None, password_file=None):
+def inventory_source(hypervisors, simulators=()):
     """A resilient.virt.hypervisors inventory source (as a dict) for the lab's providers, VMs
-    included; the simulator's password is read from ``password_file`` by a lookup, so the
-    source holds no secret."""
+    included. ``simulators``: (provider dict, file of its password) pairs; each password is read
+    from its file by a lookup, so the source holds no secret."""
     providers = {hv.name: provider_config(hv) for hv in hypervisors}
-    if vsphere:
-        providers[vsphere["name"]] = dict(
-            vsphere, password="{{ lookup('ansible.builtin.file', '%s') }}" % password_file)
+    for settings, password_file in simulators:
+        providers[settings["name"]] = dict(
+            settings, password="{{ lookup('ansible.builtin.file', '%s') }}" % password_file)
     return {"plugin": "resilient.virt.hypervisors", "providers": providers,
             "include_vms": True, "timeout": "10s"}
 
@@ -492,21 +495,23 @@ class Lab:
                  and os.path.isdir(os.path.join(self.run_dir, e))]
         return sorted(found, key=lambda n: int(n[2:]))
 
-    def up(self, count=DEFAULT_COUNT, timeout=UP_TIMEOUT, vsphere=True):
-        """Bring hv1..hv<count> up and answering, with their storage pools; return the names of
-        those it had to start.
+    def up(self, count=DEFAULT_COUNT, timeout=UP_TIMEOUT, vsphere=True, proxmox=True):
+        """Bring hv1..hv<count> up and answering, with their storage pools, and the simulators
+        (vSphere, and a three-node Proxmox VE cluster) unless told not to; return the names of
+        the hypervisors it had to start.
 
-        Running hypervisors are left alone (a frozen one is thawed; missing pools are made).
-        Writes lab.json, inventory.yml and lab.hypervisors.yml (an inventory source of the
-        providers). Raises LabError naming the hypervisor and its log if one does not answer.
+        Running hypervisors and simulators are left alone (a frozen one is thawed; missing
+        pools are made). Writes lab.json, inventory.yml and lab.hypervisors.yml (an inventory
+        source of the providers). Raises LabError naming the hypervisor and its log if one does
+        not answer.
         """
         if count < 1:
             raise LabError("--count must be at least 1, got %d" % count)
         _check_host()
         with self._locked():
-            return self._up(count, timeout, vsphere)
+            return self._up(count, timeout, vsphere, proxmox)
 
-    def _up(self, count, timeout, vsphere):
+    def _up(self, count, timeout, vsphere, proxmox):
         for mount_point, _sub in MOUNTS:
             os.makedirs(mount_point, exist_ok=True)  # bind targets (normally made by the packages)
         wanted = [Hypervisor(self.run_dir, "hv%d" % i) for i in range(1, count + 1)]
@@ -527,10 +532,14 @@ class Lab:
         if errors:
             raise LabError("; ".join(str(errors[n]) for n in sorted(errors)))
         simulator = vcsim.start(self.run_dir) if vsphere else None
-        self._write_state(wanted, simulator)
+        try:
+            cluster = pvesim.start(self.run_dir) if proxmox else None
+        except RuntimeError as exc:
+            raise LabError(str(exc)) from exc
+        self._write_state(wanted, simulator, cluster)
         return started
 
-    def _write_state(self, wanted, vsphere=None):
+    def _write_state(self, wanted, vsphere=None, proxmox=None):
         names = {hv.name for hv in wanted}
         others = [Hypervisor(self.run_dir, n) for n in self.names() if n not in names]
         extra = [hv for hv in others if hv.state() != "stopped"]
@@ -541,12 +550,15 @@ class Lab:
             "azs": sorted({hv.az for hv in hypervisors}),
             "hypervisors": [hv.describe() for hv in hypervisors],
             "vsphere": dict(vsphere, password="(in inventory.yml)") if vsphere else None,
+            "proxmox": dict(proxmox, password="(in inventory.yml)",
+                            nodes=list(pvesim.NODES)) if proxmox else None,
         }
         _write(self.state_file, json.dumps(state, indent=2) + "\n")
-        _write(self.inventory_file,
-               "\n".join(_yaml_lines(inventory(hypervisors, self.run_dir, vsphere=vsphere))) + "\n")
-        source = inventory_source(hypervisors, vsphere,
-                                  os.path.join(self.run_dir, "vcsim", "password"))
+        _write(self.inventory_file, "\n".join(_yaml_lines(inventory(
+            hypervisors, self.run_dir, vsphere=vsphere, proxmox=proxmox))) + "\n")
+        simulators = [(vsphere, os.path.join(self.run_dir, "vcsim", "password")),
+                      (proxmox, os.path.join(self.run_dir, pvesim.NAME, "password"))]
+        source = inventory_source(hypervisors, [s for s in simulators if s[0]])
         _write(self.source_file, "\n".join(_yaml_lines(source)) + "\n")
 
     def stop(self, name):
@@ -603,6 +615,7 @@ class Lab:
             self._down(hypervisors)
             if names is None:
                 vcsim.stop(self.run_dir)
+                pvesim.stop(self.run_dir)
 
     @staticmethod
     def _down(hypervisors):
@@ -690,7 +703,10 @@ def main(argv=None):
     up.add_argument("--timeout", type=float, default=UP_TIMEOUT, help="seconds to wait for answers")
     up.add_argument("--no-vsphere", dest="vsphere", action="store_false",
                     help="do not start the vSphere API simulator")
-    sub.add_parser("down", help="stop every daemon and QEMU process of the lab")
+    up.add_argument("--no-proxmox", dest="proxmox", action="store_false",
+                    help="do not start the Proxmox VE API simulator")
+    sub.add_parser("down", help="stop every daemon and QEMU process of the lab, and the "
+                   "simulators")
     status = sub.add_parser("status", help="show each hypervisor")
     status.add_argument("--json", action="store_true")
     for cmd, text in (("stop", "kill libvirtd (outage)"), ("start", "restart a stopped one"),
@@ -704,7 +720,7 @@ def main(argv=None):
     try:
         if args.command == "up":
             began = time.monotonic()
-            started = lab.up(args.count, args.timeout, args.vsphere)
+            started = lab.up(args.count, args.timeout, args.vsphere, args.proxmox)
             print("lab up in %.1f s (started: %s); inventory: %s"
                   % (time.monotonic() - began, ", ".join(started) or "none", lab.inventory_file))
         elif args.command == "down":

@@ -230,12 +230,22 @@ def _new_key_args(key_file):
             "-days", str(CERT_DAYS)]
 
 
-def _certificates(paths, names):
+def lab_certificate(run_dir, out_dir, names=TLS_NAMES):
+    """Make the lab CA of ``run_dir`` (once) and a server certificate it signs for ``names`` in
+    ``out_dir``; return (CA file, certificate file, key file). Every simulator of the lab
+    serves a certificate of this one CA."""
+    return _certificates(_paths(run_dir), names, out_dir)
+
+
+def _certificates(paths, names, out_dir=None):
     """Make the lab CA (once) and a server certificate it signs for ``names`` (IP addresses
-    or DNS names); return (CA file, certificate file, key file)."""
-    os.makedirs(paths["tls"], mode=0o700, exist_ok=True)
+    or DNS names) in ``out_dir`` (default: beside the CA); return (CA file, certificate file,
+    key file)."""
+    out_dir = out_dir or paths["tls"]
+    for directory in (paths["tls"], out_dir):
+        os.makedirs(directory, mode=0o700, exist_ok=True)
     ca, ca_key = os.path.join(paths["tls"], "ca.pem"), os.path.join(paths["tls"], "ca.key")
-    cert, key = os.path.join(paths["tls"], "server.pem"), os.path.join(paths["tls"], "server.key")
+    cert, key = os.path.join(out_dir, "server.pem"), os.path.join(out_dir, "server.key")
     if not (os.path.exists(ca_key) and _valid_a_day(ca)):
         _openssl(["req", "-x509", "-subj", "/CN=resilient.virt lab CA"] + _new_key_args(ca_key + ".new")
                  + ["-addext", "basicConstraints=critical,CA:TRUE",

@@ -7,7 +7,10 @@ import threading
 import uuid
 
 import libvirt
+import pvesim
 import pytest
+import requests
+import yaml
 
 pytestmark = pytest.mark.lab
 
@@ -49,6 +52,34 @@ def test_state_and_inventory_describe_the_lab(lab):
         assert hostvars[name]["ansible_connection"] == "local"
         assert hostvars[name]["resilient_virt_provider"] == provider
         assert hostvars[name]["resilient_virt_providers"][name] == provider
+
+
+def _secret(the_lab, simulator):
+    with open(os.path.join(the_lab.run_dir, simulator, "password")) as f:
+        return f.read().strip()
+
+
+def test_proxmox_simulator_is_a_three_node_cluster_in_the_inventory(lab):
+    """lab.py up starts a simulated Proxmox VE cluster (fakepve) whose settings in the lab
+    inventory log in with a verified certificate; the inventory source holds no password."""
+    pve = _pve_settings(lab)
+    password = _secret(lab, "pve")
+    assert pve == {"type": "proxmox", "name": "pve", "host": "127.0.0.1", "port": pve["port"],
+                   "username": "root@pam", "password": password, "storage": "vmdata",
+                   "ca_path": os.path.join(lab.run_dir, "vcsim", "tls", "ca.pem")}
+    with open(lab.state_file) as f:
+        assert json.load(f)["proxmox"]["password"] == "(in inventory.yml)"
+    resources = _pve_api(pve).cluster.resources.get()
+    assert sorted(r["node"] for r in resources if r["type"] == "node") == ["pve1", "pve2", "pve3"]
+    assert [(r["name"], r["node"], r["template"]) for r in resources
+            if r["type"] == "qemu"] == [("tpl", "pve1", 1)]
+    assert "vmdata" in {r["storage"] for r in resources if r["type"] == "storage"}
+    with open(lab.source_file) as f:
+        source = f.read()
+    assert password not in source
+    assert yaml.safe_load(source)["providers"]["pve"]["password"] == (
+        "{{ lookup('ansible.builtin.file', '%s') }}" % os.path.join(lab.run_dir, "pve", "password"))
+    assert os.stat(os.path.join(lab.run_dir, "pve", "password")).st_mode & 0o777 == 0o600
 
 
 def test_up_again_leaves_running_hypervisors_alone(lab):
@@ -182,6 +213,11 @@ def test_down_leaves_no_process_and_up_survives_stale_files(lab, lab_module, dom
         conn.close()
         pids = _lab_pids(hv)
         assert all(pids.values()) and len(pids) == 4
+        pve = _pve_settings(small)
+        pids["pvesim"] = pvesim.status(run_dir)["pid"]
+        assert _pve_vm_names(pve) == ["tpl"]
+        _pve_api(pve).nodes("pve2").qemu.post(vmid=200, name="lab-down-vm")
+        assert _pve_vm_names(pve) == ["lab-down-vm", "tpl"]
 
         small.down()
         alive = {k: p for k, p in pids.items() if lab_module._alive(p)}
@@ -189,9 +225,32 @@ def test_down_leaves_no_process_and_up_survives_stale_files(lab, lab_module, dom
         assert hv.processes() == []
         assert hv.state() == "stopped"
         assert os.path.exists(hv.pid_file("libvirtd"))  # stale from now on
+        assert pvesim.status(run_dir)["running"] is False
+        with pytest.raises(requests.exceptions.ConnectionError):
+            _pve_vm_names(pve)
 
         assert small.up(1) == ["hv1"]
         assert libvirt.open(hv.uri).listAllDomains() == []  # transient domain gone with its QEMU
+        # the simulated cluster starts afresh on the port it had (the inventory stays valid)
+        assert _pve_settings(small) == pve
+        assert _pve_vm_names(pve) == ["tpl"]
     finally:
         small.down()
     assert hv.processes() == []
+    assert pvesim.status(run_dir)["running"] is False
+
+
+def _pve_settings(the_lab):
+    with open(the_lab.inventory_file) as f:
+        return yaml.safe_load(f)["all"]["vars"]["resilient_virt_providers"]["pve"]
+
+
+def _pve_api(pve):
+    from proxmoxer import ProxmoxAPI
+
+    return ProxmoxAPI(pve["host"], port=pve["port"], user=pve["username"],
+                      password=pve["password"], verify_ssl=pve["ca_path"], timeout=10)
+
+
+def _pve_vm_names(pve):
+    return sorted(r["name"] for r in _pve_api(pve).cluster.resources.get(type="vm"))

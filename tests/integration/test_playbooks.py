@@ -23,8 +23,11 @@ def _recap(stdout):
 
 def _lab_contents(lab, vsphere):
     """What the lab holds, read without the collection: each hypervisor's daemon answering and
-    its domains (libvirt-python), and the simulator's VMs and hosts (pyVmomi)."""
+    its domains (libvirt-python), the vSphere simulator's VMs and hosts (pyVmomi), and the
+    Proxmox VE simulator's VMs and nodes (proxmoxer)."""
     import libvirt
+    import yaml
+    from proxmoxer import ProxmoxAPI
 
     contents = {}
     for name in lab.names():
@@ -36,6 +39,13 @@ def _lab_contents(lab, vsphere):
     sim = Simulator(vsphere)
     contents["vcsim"] = sorted(sim.power_by_name())
     contents["vcsim hosts"] = sorted(sim.vm_count_by_host())
+    with open(lab.inventory_file) as handle:
+        pve = yaml.safe_load(handle)["all"]["vars"]["resilient_virt_providers"]["pve"]
+    resources = ProxmoxAPI(pve["host"], port=pve["port"], user=pve["username"],
+                           password=pve["password"], verify_ssl=pve["ca_path"],
+                           timeout=10).cluster.resources.get()
+    contents["pve"] = sorted(r["name"] for r in resources if r["type"] == "qemu")
+    contents["pve nodes"] = sorted(r["node"] for r in resources if r["type"] == "node")
     return contents
 
 
@@ -54,9 +64,10 @@ def test_demo_playbook(lab, vsphere, tmp_path):
     acts = _acts(run.stdout)
     assert sorted(acts) == list(range(1, 9)), acts
     libvirt_vms = sum(len(before[name]) for name in lab.names())
-    assert "%d hypervisors and %d VMs from 4 providers in 4 zones" % (
-        len(lab.names()) + len(before["vcsim hosts"]), libvirt_vms + len(before["vcsim"])) in acts[1]
-    assert "8 VMs created on 4 providers in one task; the second run changed nothing (8 unchanged)" in acts[2]
+    assert "%d hypervisors and %d VMs from 5 providers in 5 zones" % (
+        len(lab.names()) + len(before["vcsim hosts"]) + len(before["pve nodes"]),
+        libvirt_vms + len(before["vcsim"]) + len(before["pve"])) in acts[1]
+    assert "10 VMs created on 5 providers in one task; the second run changed nothing (10 unchanged)" in acts[2]
     # failure_threshold 3 with 5 attempts a call: the first call opens the breaker, the other 3
     # of hv2's 4 creates are refused; hv1 and hv3 create their 4 each
     assert ("3 attempts reached it, then its breaker opened (failure_threshold 3) and its other 3 "
@@ -80,7 +91,7 @@ def test_demo_playbook(lab, vsphere, tmp_path):
     assert re.search(r"InProgress when its task returned and Completed when followed to its end, "
                      r"[1-9]\d* bytes stored; its restore to demo-backup-restored: Completed, "
                      r"the VM there \(stopped\)", acts[7]), acts[7]
-    assert "22 demo VMs, the reservations and the backup are gone, every daemon is running; all acts passed" in acts[8]
+    assert "24 demo VMs, the reservations and the backup are gone, every daemon is running; all acts passed" in acts[8]
     recap = _recap(run.stdout)
     assert recap and all("failed=0" in line for line in recap), recap
     assert _lab_contents(lab, vsphere) == before
@@ -103,11 +114,11 @@ def test_failover_playbook(lab, tmp_path):
 def test_fleet_playbook(lab, tmp_path):
     run = _play(lab, tmp_path, "fleet.yml")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
-    assert '"created": 16' in run.stdout
-    assert "second run changed nothing: 16 VMs unchanged" in run.stdout
+    assert '"created": 20' in run.stdout
+    assert "second run changed nothing: 20 VMs unchanged" in run.stdout
     assert '"fleet-hv1-1: updated"' in run.stdout and '"fleet-vcsim-2: updated"' in run.stdout
-    assert "pruned: fleet-hv1-3, fleet-hv2-3, fleet-hv3-3, fleet-vcsim-3" in run.stdout
-    assert "12 VMs removed" in run.stdout
+    assert "pruned: fleet-hv1-3, fleet-hv2-3, fleet-hv3-3, fleet-pve-3, fleet-vcsim-3" in run.stdout
+    assert "15 VMs removed" in run.stdout
     recap = _recap(run.stdout)
     assert recap and all("failed=0" in line for line in recap), recap
 

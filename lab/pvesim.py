@@ -1,0 +1,297 @@
+"""Start, stop and describe the lab's Proxmox VE API simulator: a three-node cluster.
+
+The simulator is fakepve (PyPI, a test tool under AGPL-3.0, installed by tests/requirements.txt
+and never shipped with the collection). It answers the PVE 9 API with PVE's status codes and
+wording and keeps VM power, config, tasks with their UPIDs and locks, storage and the guest
+agent in memory: VMs made on it are gone when it stops, as a transient libvirt domain is.
+
+The cluster: the nodes :data:`NODES`, a storage ``vmdata`` (type dir, for disks, linked clones
+and cloud-init drives) and a template ``tpl`` (vmid :data:`TEMPLATE_ID`, a disk and a NIC) on
+the first node; every new VM runs a simulated QEMU guest agent. It serves HTTPS on 127.0.0.1
+with a certificate of the lab CA (the one the vSphere simulator's certificate comes from), so
+the provider settings keep ``validate_certs`` on and name the CA in ``ca_path``; the login is
+``root@pam`` with a password generated once per run directory (``pve/password``, mode 0600).
+
+Everything lives under ``<run_dir>/pve/``: pid file, log, URL, password and certificate.
+Functions for the lab: ``start(run_dir) -> provider dict``, ``stop(run_dir)``,
+``status(run_dir)``. Command line: ``python3 lab/pvesim.py up|down|status [--run-dir DIR]
+[--port N]`` prints the status as JSON with the password masked; ``serve`` is the simulator's
+own process, which ``up`` starts.
+"""
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import vcsim  # lab/vcsim.py: the lab CA
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_RUN_DIR = os.path.join(HERE, "run")
+HOST = "127.0.0.1"
+NAME = "pve"
+USERNAME = "root@pam"
+NODES = ("pve1", "pve2", "pve3")
+STORAGE = "vmdata"
+TEMPLATE_ID = 9000
+TEMPLATE_NAME = "tpl"
+
+
+def _paths(run_dir):
+    base = os.path.join(os.path.abspath(run_dir or DEFAULT_RUN_DIR), NAME)
+    return {name: os.path.join(base, name) for name in ("pid", "log", "url", "password", "tls",
+                                                         "lock")} | {"base": base}
+
+
+def _read(path):
+    try:
+        with open(path) as handle:
+            return handle.read().strip()
+    except FileNotFoundError:
+        return None
+
+
+def _write_private(path, text):
+    fd = os.open(path + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(path + ".new", path)
+
+
+def _password(paths):
+    """The simulator's root@pam password: generated once, kept in a 0600 file."""
+    password = _read(paths["password"])
+    if not password:
+        password = secrets.token_urlsafe(18)
+        _write_private(paths["password"], password + "\n")
+    return password
+
+
+# ---------------------------------------------------------------- the simulator's process
+
+def build_cluster(password, port):
+    """The simulated cluster (a fakepve FakePve, not started): nodes, storage, template."""
+    import fakepve
+    from fakepve.model import FakeVm
+
+    original = FakeVm.__init__
+
+    def with_agent(vm, *args, **kwargs):  # every new VM's guest runs the QEMU guest agent
+        original(vm, *args, **kwargs)
+        vm.agent = {}
+
+    FakeVm.__init__ = with_agent
+    pve = fakepve.FakePve(user=USERNAME, password=password, host=HOST, port=port)
+    pve.time_scale = 0  # PVE's task durations pass at once; injected delays are the tests' own
+    pve.storages[STORAGE] = {"type": "dir", "active": 1, "content": "images", "files": set(),
+                             "path": "/var/lib/" + STORAGE}
+    for node in NODES:
+        pve.add_node(node)
+    disk = "%d/base-%d-disk-0.qcow2" % (TEMPLATE_ID, TEMPLATE_ID)
+    pve.add_vm(TEMPLATE_ID, TEMPLATE_NAME, node=NODES[0], template=True, config={
+        "memory": 512, "cores": 1, "scsi0": "%s:%s,size=2G" % (STORAGE, disk),
+        "net0": "virtio=BC:24:11:AA:00:01,bridge=vmbr0", "agent": "1"})
+    pve.storages[STORAGE]["volumes"] = {disk: {
+        "content": "images", "format": "qcow2", "size": 2 * 1024 ** 3, "vmid": TEMPLATE_ID}}
+    return pve
+
+
+async def _serve(paths, port, cert, key):
+    pve = build_cluster(_password(paths), port)
+    await pve.start(cert, key)
+    stopped = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopped.set)
+    _write_private(paths["url"], pve.url + "\n")
+    await stopped.wait()
+    await pve.stop()
+
+
+# ---------------------------------------------------------------- start, stop, status
+
+def _cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            return handle.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def _running(paths):
+    """The pid of this run directory's simulator process, or None (a stale pid file or a
+    reused pid is never trusted: the process must be ``pvesim.py serve`` of this directory)."""
+    text = _read(paths["pid"]) or ""
+    if not text.isdigit():
+        return None
+    pid = int(text)
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)  # reap our own child
+    args = [a.decode(errors="replace") for a in _cmdline(pid)]
+    ours = (any(a.endswith("pvesim.py") for a in args) and "serve" in args
+            and os.path.dirname(paths["base"]) in args)
+    return pid if ours and _state(pid) not in (None, "Z") else None
+
+
+def _state(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _answers(url, ca, timeout=2.0):
+    """True when the simulator answers HTTPS at ``url`` (any status but 5xx), its certificate
+    verified with the lab CA ``ca``."""
+    context = ssl.create_default_context(cafile=ca)
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}),
+                                         urllib.request.HTTPSHandler(context=context))
+    try:
+        with direct.open(url + "/api2/json/version", timeout=timeout) as response:
+            return response.status < 500
+    except urllib.error.HTTPError as err:
+        return err.code < 500
+    except OSError:
+        return False
+
+
+def _lab_ca(paths):
+    """The lab CA's certificate file (made by :func:`vcsim.lab_certificate`)."""
+    return os.path.join(vcsim._paths(os.path.dirname(paths["base"]))["tls"], "ca.pem")
+
+
+def _settings(paths, url):
+    return {"type": "proxmox", "name": NAME, "host": HOST, "port": int(url.rsplit(":", 1)[1]),
+            "username": USERNAME, "password": _password(paths), "ca_path": _lab_ca(paths),
+            "storage": STORAGE}
+
+
+def _log_tail(paths, lines=20):
+    return "\n".join((_read(paths["log"]) or "").splitlines()[-lines:])
+
+
+def _launch(paths, run_dir, port, timeout):
+    """Start the simulator's process on ``port``; its URL, or None if it exited at start."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(paths["url"])
+    ca, _cert, _key = vcsim.lab_certificate(run_dir, paths["tls"], (HOST,))
+    argv = [sys.executable, os.path.abspath(__file__), "serve", "--run-dir",
+            os.path.dirname(paths["base"]), "--port", str(port)]
+    log_fd = os.open(paths["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
+                                start_new_session=True, close_fds=True, cwd="/")
+    finally:
+        os.close(log_fd)
+    _write_private(paths["pid"], "%d\n" % proc.pid)
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            return None
+        url = _read(paths["url"])
+        if url and _answers(url, ca):
+            return url
+        time.sleep(0.05)
+    _terminate(proc.pid, 5.0)
+    raise RuntimeError("the Proxmox VE simulator did not answer within %gs; log %s:\n%s"
+                       % (timeout, paths["log"], _log_tail(paths)))
+
+
+def start(run_dir=None, port=None, timeout=60.0):
+    """Start the simulated cluster and return its provider settings.
+
+    Idempotent: a running simulator is left alone. ``port`` None reuses the previous port when
+    it is free (so provider settings survive a restart), else any free port.
+    """
+    paths = _paths(run_dir)
+    os.makedirs(paths["base"], mode=0o700, exist_ok=True)
+    with vcsim._locked(paths["lock"]):
+        url = _read(paths["url"])
+        if _running(paths) and url and _answers(url, _lab_ca(paths)):
+            return _settings(paths, url)
+        stop(run_dir)
+        previous = int(url.rsplit(":", 1)[1]) if url else None
+        tries = [port] if port is not None else ([previous, 0] if previous else [0])
+        for candidate in tries:
+            url = _launch(paths, run_dir, candidate, timeout)
+            if url:
+                return _settings(paths, url)
+        raise RuntimeError("the Proxmox VE simulator exited at start; log %s:\n%s"
+                           % (paths["log"], _log_tail(paths)))
+
+
+def _terminate(pid, timeout):
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGCONT)
+        os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and _state(pid) not in (None, "Z"):
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.05)
+    if _state(pid) not in (None, "Z"):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, 0)
+
+
+def stop(run_dir=None, timeout=10.0):
+    """Stop the simulator (SIGTERM, then SIGKILL after ``timeout``); True if one was running."""
+    paths = _paths(run_dir)
+    pid = _running(paths)
+    if pid is not None:
+        _terminate(pid, timeout)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(paths["pid"])
+    return pid is not None
+
+
+def status(run_dir=None):
+    """Describe the simulator: running, pid, url, log path and provider settings (or None)."""
+    paths = _paths(run_dir)
+    pid = _running(paths)
+    url = _read(paths["url"]) if pid else None
+    return {"running": pid is not None, "pid": pid, "url": url, "log": paths["log"],
+            "nodes": list(NODES), "provider": _settings(paths, url) if url else None}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Proxmox VE API simulator of the local lab")
+    parser.add_argument("action", choices=["up", "down", "status", "serve"])
+    parser.add_argument("--run-dir", default=DEFAULT_RUN_DIR)
+    parser.add_argument("--port", type=int, default=None)
+    args = parser.parse_args(argv)
+    if args.action == "serve":
+        paths = _paths(args.run_dir)
+        tls = paths["tls"]
+        asyncio.run(_serve(paths, args.port or 0, os.path.join(tls, "server.pem"),
+                           os.path.join(tls, "server.key")))
+        return 0
+    try:
+        if args.action == "up":
+            start(args.run_dir, port=args.port)
+        elif args.action == "down":
+            stop(args.run_dir)
+    except RuntimeError as exc:
+        print("pvesim.py %s: %s" % (args.action, exc), file=sys.stderr)
+        return 1
+    info = status(args.run_dir)
+    if info["provider"]:
+        info["provider"]["password"] = "***"
+        info["password_file"] = _paths(args.run_dir)["password"]
+    print(json.dumps(info, indent=2, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
