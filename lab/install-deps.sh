@@ -6,14 +6,15 @@
 # - redis-server, redis-sentinel and openssl (test certificates) for the Redis state store tests,
 # - openssh-server and openssh-client for the qemu+ssh:// connection test (sshd on loopback),
 # - shellcheck for ansible-test sanity,
-# - Go and govmomi (with its simulator package) to build the vSphere API simulator.
+# - Go and govmomi (with its simulator package) to build the vSphere API simulator, and patch to
+#   apply lab/vcsim/*.patch to a copy of that package (lab/vcsim.py builds from the copy).
 #
 # apt runs only when a package is missing (apt-get update only then). No service is started
 # by the installation: the lab starts its own daemons in private mount namespaces.
 set -eu
 
 PACKAGES="libvirt-daemon-system qemu-system-x86 qemu-utils libvirt-clients libvirt-dev pkg-config gcc
-libc6-dev redis-server redis-sentinel openssh-server openssh-client openssl golang-go golang-github-vmware-govmomi-dev shellcheck"
+libc6-dev redis-server redis-sentinel openssh-server openssh-client openssl golang-go golang-github-vmware-govmomi-dev patch shellcheck"
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps.sh: run as root" >&2
@@ -53,6 +54,6 @@ fi
 # Mount points the lab binds each hypervisor's private directories over.
 mkdir -p /etc/libvirt /var/lib/libvirt /var/log/libvirt /var/cache/libvirt
 
-for cmd in unshare nsenter mount libvirtd virtlogd qemu-system-x86_64 qemu-img qemu-io virsh redis-server redis-sentinel sshd ssh-keygen go; do
+for cmd in unshare nsenter mount libvirtd virtlogd qemu-system-x86_64 qemu-img qemu-io virsh redis-server redis-sentinel sshd ssh-keygen go patch; do
     command -v "$cmd" >/dev/null 2>&1 || { echo "install-deps.sh: $cmd still missing" >&2; exit 1; }
 done

@@ -1,9 +1,11 @@
 """Build, start, stop and describe the lab's vSphere API simulator (standard library only).
 
 The simulator is ``lab/vcsim/main.go`` built against the Debian packages ``golang-go`` and
-``golang-github-vmware-govmomi-dev`` in GOPATH mode (offline). Everything lives under
-``<run_dir>/vcsim/``: the binary (``bin/``, rebuilt only when ``main.go`` changes), the pid
-file, the log, the service URL and a generated password (``password``, mode 0600).
+``golang-github-vmware-govmomi-dev`` in GOPATH mode (offline), with govmomi's ``simulator``
+package taken from a copy patched by ``lab/vcsim/*.patch`` (where it crashes on the property
+reads of community.vmware's modules; see :func:`build`). Everything lives under
+``<run_dir>/vcsim/``: the binary (``bin/``, rebuilt only when ``main.go`` or a patch changes),
+the pid file, the log, the service URL and a generated password (``password``, mode 0600).
 
 The simulator serves the vSphere SOAP API (``/sdk``) and the vSphere Automation REST API with
 tagging (``/rest``) on 127.0.0.1 only. By default (``tls="ca"``) it serves HTTPS with a server
@@ -41,6 +43,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.path.join(HERE, "vcsim")
 DEFAULT_RUN_DIR = os.path.join(HERE, "run")
 GOCODE = "/usr/share/gocode"
+GOVMOMI = "src/github.com/vmware/govmomi"  # in a GOPATH directory
+PATCHED_PACKAGE = "simulator"  # the govmomi package the patches apply to
 HOST = "127.0.0.1"
 TLS_NAMES = ("127.0.0.1", "localhost")
 CERT_DAYS = 30
@@ -60,8 +64,8 @@ def _paths(run_dir, bin_dir=None):
         "base": base,
         "bin_dir": bin_dir,
         "bin": os.path.join(bin_dir, "vcsim"),
-        "stamp": os.path.join(bin_dir, "main.go.sha256"),
-        "gopath": os.path.join(base, "gopath"),
+        "stamp": os.path.join(bin_dir, "source.sha256"),
+        "gopath": os.path.join(bin_dir, "gopath"),
         "tmp": os.path.join(base, "tmp"),
         "pid": os.path.join(base, "vcsim.pid"),
         "log": os.path.join(base, "vcsim.log"),
@@ -74,7 +78,7 @@ def _paths(run_dir, bin_dir=None):
 
 
 def _mkdirs(paths):
-    for key in ("base", "bin_dir", "gopath", "tmp"):
+    for key in ("base", "bin_dir", "tmp"):
         os.makedirs(paths[key], mode=0o700, exist_ok=True)
 
 
@@ -89,10 +93,18 @@ def _locked(path):
         os.close(fd)
 
 
+def _patches():
+    """The patch files of govmomi's simulator package, in the order they apply."""
+    return sorted(os.path.join(SOURCE_DIR, name) for name in os.listdir(SOURCE_DIR)
+                  if name.endswith(".patch"))
+
+
 def _source_digest():
+    """The digest of what the binary is built from: ``main.go`` and the patches."""
     digest = hashlib.sha256()
-    with open(os.path.join(SOURCE_DIR, "main.go"), "rb") as handle:
-        digest.update(handle.read())
+    for path in [os.path.join(SOURCE_DIR, "main.go")] + _patches():
+        with open(path, "rb") as handle:
+            digest.update(os.path.basename(path).encode() + b"\0" + handle.read() + b"\0")
     return digest.hexdigest()
 
 
@@ -112,9 +124,14 @@ def _write_private(path, text):
 
 
 def build(run_dir=None, bin_dir=None):
-    """Build the simulator unless the cached binary matches ``main.go``; return its path.
+    """Build the simulator unless the cached binary matches ``main.go`` and the patches; return
+    its path.
 
-    The binary is cached in ``bin_dir`` (default ``<run_dir>/vcsim/bin``).
+    The binary is cached in ``bin_dir`` (default ``<run_dir>/vcsim/bin``). It is built with
+    govmomi from a GOPATH directory of its own (``<bin_dir>/gopath``, made again at each build)
+    whose govmomi entries are symbolic links to Debian's, except the ``simulator`` package: a
+    copy with ``lab/vcsim/*.patch`` applied (``patch -p1`` in the package). Debian's files are
+    never changed.
     """
     paths = _paths(run_dir, bin_dir)
     _mkdirs(paths)
@@ -130,6 +147,7 @@ def _build(paths):
     if go is None:
         raise RuntimeError("the Go compiler is missing: apt-get install golang-go "
                            "golang-github-vmware-govmomi-dev")
+    _patched_gopath(paths["gopath"])
     env = dict(os.environ, GOPATH=paths["gopath"] + os.pathsep + GOCODE, GO111MODULE="off",
                GOFLAGS="")
     partial = paths["bin"] + ".partial"
@@ -141,6 +159,34 @@ def _build(paths):
     os.replace(partial, paths["bin"])
     _write_private(paths["stamp"], digest + "\n")
     return paths["bin"]
+
+
+def _patched_gopath(gopath):
+    """Make ``gopath`` a GOPATH directory of govmomi with the simulator package patched."""
+    source = os.path.join(GOCODE, GOVMOMI)
+    if not os.path.isdir(os.path.join(source, PATCHED_PACKAGE)):
+        raise RuntimeError("govmomi's simulator package is missing from %s: apt-get install "
+                           "golang-github-vmware-govmomi-dev" % source)
+    patch = shutil.which("patch")
+    if patch is None:
+        raise RuntimeError("the patch command is missing: apt-get install patch")
+    shutil.rmtree(gopath, ignore_errors=True)
+    target = os.path.join(gopath, GOVMOMI)
+    os.makedirs(target, mode=0o700)
+    for name in os.listdir(source):
+        if name != PATCHED_PACKAGE:
+            os.symlink(os.path.join(source, name), os.path.join(target, name))
+    package = os.path.join(target, PATCHED_PACKAGE)
+    shutil.copytree(os.path.join(source, PATCHED_PACKAGE), package, symlinks=True)
+    for path in _patches():
+        proc = subprocess.run([patch, "-p1", "--batch", "--forward", "--fuzz=0",
+                               "--no-backup-if-mismatch", "-i", path], cwd=package, check=False,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError("%s does not apply to govmomi's simulator package in %s (another "
+                               "govmomi version?):\n%s" % (os.path.basename(path), source,
+                                                             proc.stdout))
 
 
 def _password(paths):
