@@ -199,10 +199,22 @@ MUTANTS = {
         "plan built without the limit"),
     "target-slots-ignore-the-limit": (
         FAILOVER + "packing.py",
-        "        if picker.is_closed(res.host) or (state.settings.limit_one_new_per_hypervisor\n"
-        "                                          and state.opening[res.host].name != res.name):\n",
+        "        if picker.is_closed(res.host) or (not state.for_now and state.opening.get(\n"
+        "                res.host, res).name != res.name):\n",
         "        if False:\n",
         "growing along the target opens two reservations on one hypervisor in one cycle"),
+    "nothing-covered-for-now": (
+        FAILOVER + "packing.py",
+        "            not state.for_now:\n",
+        "            True:\n",
+        "growing along the target, VMs whose target slots cannot open this cycle wait uncovered "
+        "instead of taking interim reservations"),
+    "interim-vms-never-move": (
+        FAILOVER + "packing.py",
+        "    if move_to_target(state, vm, az, interim, slots, realized, _Opened(picker)):\n",
+        "    if False:\n",
+        "VMs covered for now keep their interim reservations and the plan never reaches the "
+        "target"),
     "bound-ignores-barred-pairs": (
         FAILOVER + "bounds.py",
         "            ranked, needed_barred = barred.top, _barred_pairs(barred, vms)\n",

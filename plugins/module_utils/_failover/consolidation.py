@@ -23,7 +23,7 @@ def consolidate(state):
     :func:`move_both`) and delete the emptied ones, at most ``max_changes`` moves. The
     reservations realizing the target in the zones moving towards it are left as they are;
     those zones then move towards it with the rest of the budget (towards_target)."""
-    if state.result.created or state.result.reused:
+    if state.result.created or state.result.reused or state.result.moved or state.interim:
         return  # the plan is still growing: consolidate it once a cycle leaves it settled
     budget = state.settings.max_changes
     moving = moving_zones(state) if state.target is not None and state.settled and budget \

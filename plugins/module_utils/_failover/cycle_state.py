@@ -20,6 +20,10 @@ EMPTY_MESSAGE = "no VM uses this reservation any more"
 REPLACED = "Replaced: the VM could not get all its required slots while holding this one"
 CONSOLIDATED = "Consolidated: moved to %s"
 CONSOLIDATED_MESSAGE = "its VMs moved to other reservations (consolidation)"
+INTERIM = "Interim"
+INTERIM_REASON = "WaitingForPlannedSlots"
+INTERIM_MESSAGE = ("held until its VMs get their slots of the plan built from nothing, which the "
+                   "one-new-per-hypervisor limit opens over several cycles")
 
 PACK = "pack"
 GREEDY = "greedy"
@@ -35,6 +39,13 @@ def _unique(items, key, what):
                               "every %s must be unique" % (name, seen[name], key))
         seen[name] = index
     return {getattr(item, key): item for item in items}
+
+
+def is_interim(res):
+    """True when ``res`` carries the Interim condition: it covers VMs only until they get their
+    slots of the target plan (packing.cover_for_now)."""
+    return any(c.get("type") == INTERIM and c.get("status") in (True, "True")
+               for c in res.conditions)
 
 
 def growth(res, vm):
@@ -95,10 +106,17 @@ class CycleState:
         self.protected = set()  # reservations realizing the target: consolidation leaves them
         self.clock = clock  # PlanningDeadline or None
         self.planned = {}  # following the target: {uuid: ([target reservations], realized)}
-        self.opening = {}  # following the target: {hypervisor: the target reservation to open}
         self.may_follow = may_follow  # FOLLOW is among the strategies (reconcile.STRATEGIES)
         self.follows = False  # the plan is part of the target (towards_target.follows_target)
         self.trait_hosts = {}  # (zone, trait needs) -> the hypervisors there with those traits
+        self.interim = {name for name, res in self.work.items() if is_interim(res)}
+        self.had_interim = bool(self.interim)  # the plan came with interim reservations
+        self.packing_interim = False  # new reservations are interim (packing.cover_for_now)
+        self.for_now = True  # following: VMs may be covered by interim reservations
+        self.opening = {}  # following, none covered for now: {hypervisor: target to open first}
+        self.target_room = {}  # following: {target name: (host, cpu, memory_mb)} held for it
+        self.busiest = set()  # following: the hypervisors of a zone with the most target
+        # reservations still to open (packing.cover_for_now leaves them to those)
 
     def touch(self, res):
         res.last_changed = self.stamp
@@ -119,6 +137,7 @@ class CycleState:
             self.zones[hv.az].remove(name)
         self.graph.remove_reservation(name)
         self.ledger.give_back(res.host, *reservation_size(res.resources))
+        self.interim.discard(name)
         self.result.deleted.append(Deletion(res, reason, message))
 
     def zone(self, vm):
@@ -205,6 +224,10 @@ class CycleState:
             allocations={vm.uuid: vm.host}, creator=self.settings.creator,
             last_changed=self.stamp, acknowledged_at=None,
             conditions=[make_condition(READY, True, ACTIVE_REASON, ACTIVE_MESSAGE, now=self.now)])
+        if self.packing_interim:
+            res.conditions.append(make_condition(INTERIM, True, INTERIM_REASON, INTERIM_MESSAGE,
+                                                 now=self.now))
+            self.interim.add(name)
         self.work[name] = res
         self.graph.add_reservation(name, host)
         self.graph.link(vm.uuid, name)
@@ -232,6 +255,18 @@ class CycleState:
                                      default=held))
             total += held
         return total
+
+    def hold_target_room(self):
+        """Take the room of ``target_room`` from the ledger: packing for now leaves it free."""
+        for host, cpu, memory in self.target_room.values():
+            self.ledger.take(host, cpu, memory)
+
+    def release_target_room(self, names=None):
+        """Give back the room held for target reservations ``names`` (all when None)."""
+        for name in list(self.target_room) if names is None else names:
+            held = self.target_room.pop(name, None)
+            if held is not None:
+                self.ledger.give_back(*held)
 
     def has_room(self, host, need):
         free = self.ledger.free(host)

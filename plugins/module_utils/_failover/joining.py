@@ -94,7 +94,7 @@ def options(state, vm, needs, index, picker, az, former, new=True):
         yield "share", name
     multi = state.multi[vm.uuid]
     for name in index.smaller(vm.memory_mb, spread=multi):
-        if name not in former and state.serves_multi[name] == multi \
+        if name not in former and state.serves_multi[name] == multi and may_share(state, name) \
                 and may_grow(state, vm, name, needs, free_of_traits):
             yield "grow", name
     if not new:
@@ -116,12 +116,19 @@ def joinable(state, vm, needs, index, skip):
     kinds = (True, False) if multi else (False, True)
     names = (name for kind in kinds for name in index.fitting(vm.memory_mb or 0, spread=multi)
              if name not in skip and state.serves_multi.get(name) == kind
-             and may_join(state, vm, name, needs, free_of_traits))
+             and may_share(state, name) and may_join(state, vm, name, needs, free_of_traits))
     if multi:
         first = list(itertools.islice(names, BRANCH_LIMIT))
         first.sort(key=lambda name: state.graph.pairs_closed(vm.host, name))
         yield from first
     yield from names
+
+
+def may_share(state, name):
+    """True unless, following the target, ``name`` is of the other kind than the slots packed
+    now: interim reservations take only VMs covered for now (packing.cover_for_now), the
+    others none of those."""
+    return not state.follows or (name in state.interim) == state.packing_interim
 
 
 def may_join(state, vm, name, needs, free_of_traits):

@@ -14,6 +14,8 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.cycle_sta
     FOLLOW, GREEDY, PACK, growth)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.joining import (
     may_join, pair, search)
+from ansible_collections.resilient.virt.plugins.module_utils._failover.towards_target import (
+    move_to_target)
 
 
 WAITING = ("waiting for a later cycle: VM %s, served before it in its zone with the same trait "
@@ -48,7 +50,8 @@ def assign(state):
         held = len(state.graph.reservations_of(uuid))
         if required or held:
             status[uuid] = VMStatus(uuid, vm.host, state.zone(vm), vm.flavor, required, held)
-        if required > held:
+        if required > held or (state.follows and state.interim and not state.graph.reservations_of(
+                uuid).isdisjoint(state.interim)):
             needs.append(Need(vm, required, held))
     selected, deferred = select_window(needs, state.settings.max_vms_to_process, state.cycle)
     if state.strategy in (PACK, FOLLOW):
@@ -61,6 +64,8 @@ def assign(state):
     picker = HostPicker(state.hv.values(), state.ledger, state.graph,
                         state.settings.limit_one_new_per_hypervisor)
     waiting = {}  # (zone, trait needs) -> the VM requiring 2+ slots the limit left short there
+    if state.follows:
+        state.hold_target_room()
     for need in selected:
         state.check_time()
         vm_status = status[need.vm.uuid]
@@ -76,8 +81,10 @@ def assign(state):
                 raise Dominated(state.held)
         if vm_status.why is not None and limit_left_short(state, need.vm, pool, picker):
             waiting[pool] = need.vm.uuid
-    if state.strategy == FOLLOW and all(status[need.vm.uuid].why != PLANNED_WAITING
-                                        for need in selected):
+    if state.follows:
+        state.release_target_room()
+    if state.follows and not state.interim and all(status[need.vm.uuid].why != PLANNED_WAITING
+                                                   for need in selected):
         pack_the_rest(state, selected, status, picker)
     state.result.processed = len(selected)
     state.result.deferred = len(deferred)
@@ -135,7 +142,7 @@ def cover(state, need, az, needs, picker):
     if state.strategy == GREEDY:
         return cover_plainly(state, vm, missing, az, needs, index, picker)
     if state.strategy == FOLLOW:
-        return cover_as_planned(state, vm, az, needs, picker)
+        return follow(state, need, az, needs, picker)
     path = None
     if missing == 2 and state.strategy in (PACK, FOLLOW):
         path = pair(state, vm, needs, index, picker, az)
@@ -181,12 +188,104 @@ def cover_plainly(state, vm, missing, az, needs, index, picker):
     return None
 
 
+def follow(state, need, az, needs, picker):
+    """Following the target. A VM whose target reservations give it all its slots and that
+    holds none of them yet takes them all at once (:func:`take_target_slots`) when it holds
+    interim reservations, or when it holds nothing and all of them exist already or no limit
+    per hypervisor applies; a VM holding nothing is otherwise covered for now
+    (:func:`cover_for_now`) and takes its target slots only when that leaves it short (a new
+    reservation covers more VMs as an interim one than as a target one, whose VMs wait for
+    each other). A VM holding target slots, one the target leaves short, and every VM when
+    none is covered for now (reconcile.FOR_NOW), takes those it lacks
+    (:func:`cover_as_planned`). Why it stays short, or None."""
+    vm = need.vm
+    slots, realized = state.planned.get(vm.uuid, ([], {}))
+    held = state.graph.reservations_of(vm.uuid)
+    if len(slots) < need.required or (held and held.isdisjoint(state.interim)) or \
+            not state.for_now:
+        return cover_as_planned(state, vm, az, needs, picker)
+    if held or not state.settings.limit_one_new_per_hypervisor or \
+            all(res.name in realized for res in slots):
+        if take_target_slots(state, vm, az, sorted(held), slots, realized, picker):
+            return None
+        if held:
+            return cover_for_now(state, Need(vm, need.required, len(held)), az, needs, picker)
+    why = cover_for_now(state, need, az, needs, picker)
+    held = state.graph.reservations_of(vm.uuid)
+    if why is None or take_target_slots(state, vm, az, sorted(held), slots, realized, picker):
+        return None
+    return why if held else cover_as_planned(state, vm, az, needs, picker)
+
+
+class _Opened:
+    """The hypervisors that got a new reservation this cycle, as towards_target.move_to_target
+    reads and adds them, kept by the cycle's HostPicker."""
+
+    def __init__(self, picker):
+        self.picker = picker
+
+    def __contains__(self, host):
+        return self.picker.is_closed(host)
+
+    def add(self, host):
+        self.picker.used(host)
+
+
+def take_target_slots(state, vm, az, interim, slots, realized, picker):
+    """Give ``vm`` all its target reservations ``slots`` in one step, leaving the ``interim``
+    ones it holds (towards_target.move_to_target); False (nothing changed) when a hypervisor
+    lacks room, already got a new reservation this cycle, or the rules forbid it."""
+    names = [res.name for res in slots]
+    kept = {name: state.target_room[name] for name in names if name in state.target_room}
+    state.release_target_room(names)
+    joins = sum(1 for res in slots if res.name in realized)
+    if move_to_target(state, vm, az, interim, slots, realized, _Opened(picker)):
+        state.result.reused += joins
+        for res in slots:
+            hold_growth(state, res, realized[res.name])
+        return True
+    for name, held in kept.items():
+        state.target_room[name] = held
+        state.ledger.take(*held)
+    return False
+
+
+def hold_growth(state, res, name):
+    """Hold again the room that reservation ``name`` (None: not created) still needs to grow
+    to its target ``res``."""
+    cpu, memory = reservation_size(res.resources)
+    held_cpu, held_memory = (0, 0) if name is None else \
+        reservation_size(state.work[name].resources)
+    if cpu > held_cpu or memory > held_memory:
+        state.target_room[res.name] = (res.host, max(0, cpu - held_cpu),
+                                       max(0, memory - held_memory))
+        state.ledger.take(*state.target_room[res.name])
+
+
+def cover_for_now(state, need, az, needs, picker):
+    """Pack ``need.vm``'s missing slots into interim reservations (shared with VMs holding
+    interim ones only, in the room the target reservations still to open leave free), so it
+    is covered until it can take its target slots; why it stays short, or None. No new one
+    opens on the hypervisors of the zone with the most target reservations still to open (the
+    cycles the plan takes to reach the target are theirs)."""
+    state.strategy, state.packing_interim = PACK, True
+    busy = [host for host in sorted(state.busiest) if not picker.is_closed(host)]
+    for host in busy:
+        picker.used(host)
+    try:
+        return cover(state, need, az, needs, picker)
+    finally:
+        state.strategy, state.packing_interim = FOLLOW, False
+        for host in busy:
+            picker.unused(host)
+
+
 def cover_as_planned(state, vm, az, needs, picker):
     """Give ``vm`` the target reservations it does not hold yet: join the reservation
     realizing one (grown to the target's size when smaller), or create it on the target's
-    hypervisor; with the limit, only the reservation that opens first there this cycle
-    (towards_target.follows_target), else the VM waits for a later cycle for that slot. Why it
-    stays short, or None."""
+    hypervisor unless that hypervisor already got a new reservation this cycle (with the
+    limit) or, with no interim reservations, opens another first
+    (towards_target.follows_target), else the VM waits for a later cycle for that slot. Why it stays short, or None."""
     slots, realized = state.planned.get(vm.uuid, ([], {}))
     held = state.graph.reservations_of(vm.uuid)
     waits = False
@@ -196,17 +295,21 @@ def cover_as_planned(state, vm, az, needs, picker):
         if name is not None:
             if name in held:
                 continue
+            state.release_target_room([res.name])
             if state.has_room(res.host, growth(state.work[name], vm)) and \
                     state.graph.can_join(vm.uuid, name):
                 state.join(vm, name, grow=True)
                 state.result.reused += 1
+            hold_growth(state, res, name)
             continue
-        if picker.is_closed(res.host) or (state.settings.limit_one_new_per_hypervisor
-                                          and state.opening[res.host].name != res.name):
+        if picker.is_closed(res.host) or (not state.for_now and state.opening.get(
+                res.host, res).name != res.name):
             waits = True
             continue
+        state.release_target_room([res.name])
         if not state.has_room(res.host, reservation_size(res.resources)) or \
                 not state.graph.new_slot_allowed(vm.uuid, res.host):
+            hold_growth(state, res, None)
             continue
         name = res.name if state.names.claim(res.name) else None
         realized[res.name] = state.create(vm, az, res.host, dict(res.resources), name)

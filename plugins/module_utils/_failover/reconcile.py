@@ -23,7 +23,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.bounds im
 from ansible_collections.resilient.virt.plugins.module_utils._failover.consolidation import consolidate, fit_sizes
 from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import DependencyGraph
 from ansible_collections.resilient.virt.plugins.module_utils._failover.cycle_state import (
-    ACTIVE_REASON, CONSOLIDATED, EMPTY, FOLLOW, GREEDY, PACK, REPLACED, CycleState)
+    ACTIVE_REASON, CONSOLIDATED, EMPTY, FOLLOW, GREEDY, INTERIM, PACK, REPLACED, CycleState)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.model import reservation_size
 from ansible_collections.resilient.virt.plugins.module_utils._failover.packing import (
     PLANNED_WAITING, WAITING, Dominated, assign)
@@ -40,6 +40,14 @@ __all__ = ("stale_allocations", "empty_reservations", "is_due", "find_problem",
            "FOLLOW", "PlanningDeadline", "plain_greedy", "Target", "plan_cycle")
 
 STRATEGIES = (FOLLOW, PACK, GREEDY)
+
+SPREAD, ANYWHERE, NONE = "spread", "anywhere", "none"
+FOR_NOW = (SPREAD, ANYWHERE, NONE)
+"""Following the target, VMs that cannot take their target slots yet are covered for now by
+interim reservations (packing.cover_for_now) that leave the hypervisors with the most target
+reservations to open (SPREAD: the cycles the plan takes to reach the target are theirs), or
+anywhere (ANYWHERE), or not at all (NONE: they wait). Every cycle follows SPREAD; one planning
+from nothing also tries the others and keeps the plan leaving the fewest slots missing."""
 
 
 ORDERS = (4, 40000)
@@ -92,9 +100,9 @@ def run_cycle(hypervisors, vms, reservations, settings, now, cycle=0, running=No
     """
     clock = None if deadline is None else PlanningDeadline(deadline)
 
-    def plan(strategy, order=0, stop=None, target=None):
+    def plan(strategy, order=0, stop=None, target=None, for_now=SPREAD):
         return plan_cycle(hypervisors, vms, reservations, settings, now, cycle, running or {},
-                          strategy, stop, order, target, clock)
+                          strategy, stop, order, target, clock, for_now)
 
     target = None
     if not settings.max_vms_to_process:
@@ -118,14 +126,23 @@ def _cheapest(plan, reservations, target=None):
     tie, the greedy last). ``plan(strategy, order=, stop=, target=)`` gives (state, result).
     A settled packing is the only plan. Otherwise, when the plan is part of the target, it
     grows along it unless the first packing gives every VM its slots holding no more than the
-    plain greedy (planning from nothing) or than the target (on a plan grown part way)."""
+    plain greedy (planning from nothing) or than the target (on a plan grown part way). It
+    grows in as many orders as packed and, from nothing, also with interim reservations
+    anywhere and with none (FOR_NOW); the plan leaving the fewest slots missing is kept (then
+    the least :func:`_cost`, the first planned on a tie)."""
     packs, greedy, settled = _candidates(plan, reservations, target)
     if target is not None and FOLLOW in STRATEGIES and not settled \
             and not (greedy and _complete_and_no_worse(packs[0], greedy)):
         state, followed = plan(FOLLOW, target=target)
         if followed is not None and (greedy or not _complete_and_no_worse(
                 packs[0], _by_zone(state.target_plan, ""))):
-            return followed
+            grown = [followed] + [plan(FOLLOW, order, target=target)[1]
+                                  for order in range(1, len(packs))]
+            if not reservations:
+                grown += [plan(FOLLOW, order, target=target, for_now=for_now)[1]
+                          for for_now in FOR_NOW[1:] for order in range(len(packs))]
+            return min(grown, key=lambda result: (result.summary["slots_missing"],
+                                                  _cost(result)))
     if greedy is None:
         return min(packs, key=_cost)
     fleet = {"": [sum(figures[i] for figures in greedy.values()) for i in range(3)]}
@@ -141,7 +158,7 @@ def _candidates(plan, reservations, target=None, current=None):
     holds and what ``current`` ({zone: figures}) does (see :class:`Dominated`): its figures
     so far are then given. None for the greedy when it did not run."""
     planner, result = plan(PACK, target=target)
-    if planner.settled:
+    if planner.settled and not planner.had_interim:
         return [result], None, True
     packs = [result] + [plan(PACK, order)[1] for order
                         in range(1, 1 + _other_orders(planner, reservations))]
@@ -249,12 +266,13 @@ def _cost(result):
 
 
 def plan_cycle(hypervisors, vms, reservations, settings, now, cycle, running, strategy,
-               stop=None, order=0, target=None, clock=None):
+               stop=None, order=0, target=None, clock=None, for_now=SPREAD):
     """(state, result): one plan of the cycle by ``strategy`` (PACK, GREEDY or FOLLOW), the
     steps in their order. ``stop``: {zone: figures} past which the plain greedy stops (see
     :class:`packing.Dominated`); ``order``: the order among VMs of one size (ORDERS);
     ``target``: (figures now) -> the :class:`Target`, built when needed; ``clock``: a
-    PlanningDeadline or None."""
+    PlanningDeadline or None; ``for_now``: following the target, where VMs are covered for
+    now (FOR_NOW)."""
     state = CycleState(hypervisors, vms, reservations, settings, now, cycle, running, strategy,
                        stop, order, target, clock, FOLLOW in STRATEGIES)
     drop_stale(state)
@@ -265,10 +283,16 @@ def plan_cycle(hypervisors, vms, reservations, settings, now, cycle, running, st
     drop_empty(state)
     if strategy == FOLLOW:
         state.follows = follows_target(state)
+        if for_now != SPREAD:
+            state.busiest = set()
+        state.for_now = for_now != NONE
         if not state.follows:
             return state, None  # not part of the target: the packings plan this cycle
+    else:
+        end_interim(state)
     assign(state)
-    state.settled = not (state.result.created or state.result.reused) and all(
+    state.settled = not (state.result.created or state.result.reused or state.result.moved) \
+        and not state.interim and all(
         len(state.graph.reservations_of(uuid)) >= status.required
         for uuid, status in state.status.items())
     consolidate(state)
@@ -281,6 +305,15 @@ def plan_cycle(hypervisors, vms, reservations, settings, now, cycle, running, st
     result.changed = sorted(n for n in state.changed if n in state.work and n not in created)
     result.reservations = [state.work[n] for n in sorted(state.work)]
     return state, result
+
+
+def end_interim(state):
+    """Planning by packing or the greedy: interim reservations become ordinary ones."""
+    for name in sorted(state.interim):
+        res = state.work[name]
+        res.conditions = [c for c in res.conditions if c.get("type") != INTERIM]
+        state.touch(res)
+    state.interim = set()
 
 
 def plain_greedy(hypervisors, vms, settings, now):

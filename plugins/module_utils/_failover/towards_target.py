@@ -23,23 +23,29 @@ def _memory(reservations):
 
 
 def follows_target(state):
-    """True, when packing in the first order with a target, if the plan (after steps 1-4)
-    is part of the target: every reservation realizes one of the target's, and every VM
-    holds realizations of its target reservations only (see target_progress.progress). The cycle
-    then grows the plan along the target (:func:`cover_as_planned`) instead of packing:
-    a part of a valid plan is valid and fits where the whole plan fits, so the plan settles
-    on the target however many cycles the one-new-per-hypervisor limit spreads it over."""
+    """True, when following the target, if the plan (after steps 1-4) is part of the target
+    but for interim reservations: every other reservation realizes one of the target's and
+    serves only VMs that hold realizations of their own target reservations, every interim
+    one (cycle_state.is_interim) serves only VMs holding interim ones alone, and the
+    hypervisors keep free the room of the target reservations still to open. The cycle then
+    grows the plan along the target (packing.follow): a part of a valid plan is valid and fits
+    where the whole plan fits, so the plan settles on the target however many cycles the
+    one-new-per-hypervisor limit spreads it over. Sets ``planned``, ``target_room``,
+    ``opening`` and ``busiest``."""
     if state.strategy != FOLLOW or state.target is None or not state.may_follow:
         return False
     if state.target_plan is None:
         state.target_plan = state.target(state.current_figures())
-    targets, current = {}, {}
+    targets, current, interim_vms = {}, {}, set()
     for res in state.target_plan.reservations:
         targets.setdefault(res.az, []).append(res)
     for res in state.work.values():
-        current.setdefault(state.zone_of(res), []).append(res)
+        if res.name in state.interim:
+            interim_vms.update(res.allocations)
+        else:
+            current.setdefault(state.zone_of(res), []).append(res)
     memory = {uuid: vm.memory_mb or 0 for uuid, vm in state.vms.items()}
-    state.planned = {}
+    state.planned, room, needed, opens = {}, {}, {}, {}
     for az in set(targets) | set(current):
         held = current.get(az, [])
         moved = progress(targets.get(az, []), held, memory)
@@ -48,23 +54,44 @@ def follows_target(state):
         owner = {name: target for target, name in moved.realized.items()}
         for res in held:
             for uuid in res.allocations:
-                if owner[res.name] not in moved.targets.get(uuid, ()):
+                if uuid in interim_vms or owner[res.name] not in moved.targets.get(uuid, ()):
                     return False
         by_name = {res.name: res for res in targets.get(az, [])}
         for uuid, names in moved.targets.items():
             state.planned[uuid] = ([by_name[name] for name in names], moved.realized)
         for res in targets.get(az, []):
-            if res.name not in moved.realized:
+            cpu, memory_mb = reservation_size(res.resources)
+            name = moved.realized.get(res.name)
+            if name is not None:
+                held_cpu, held_memory = reservation_size(state.work[name].resources)
+                cpu, memory_mb = max(0, cpu - held_cpu), max(0, memory_mb - held_memory)
+            room[res.name] = (res.host, cpu, memory_mb)
+            if name is None:
+                opens[res.host] = opens.get(res.host, 0) + 1
                 first = state.opening.get(res.host)
-                if first is None or _opens_before(res, first):
+                if state.settings.limit_one_new_per_hypervisor and (
+                        first is None or _opens_before(res, first)):
                     state.opening[res.host] = res
+            total = needed.setdefault(res.host, [0, 0])
+            total[0] += cpu
+            total[1] += memory_mb
+    for host, (cpu, memory_mb) in needed.items():
+        free = state.ledger.free(host)
+        if free is None or free[0] < cpu or free[1] < memory_mb:
+            return False
+    state.target_room = room
+    most = {}
+    for host, count in opens.items():
+        az = state.hv[host].az
+        most[az] = max(most.get(az, 0), count)
+    state.busiest = {host for host, count in opens.items() if count == most[state.hv[host].az]}
     return True
 
 
 def _opens_before(res, other):
     """True when target reservation ``res`` opens before ``other`` on their hypervisor under
-    the limit: the one serving the most VMs first (most VMs covered this cycle), then the
-    larger, then by name."""
+    the limit when no VM is covered for now: the one serving the most VMs first (most VMs
+    covered this cycle), then the larger, then by name."""
     return (-len(res.allocations), -reservation_size(res.resources)[1], res.name) < \
         (-len(other.allocations), -reservation_size(other.resources)[1], other.name)
 

@@ -14,8 +14,12 @@ from ansible_collections.resilient.virt.plugins.module_utils._time import (
 from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec
 
 from ansible_collections.resilient.virt.plugins.module_utils._failover import reconcile
+from ansible_collections.resilient.virt.plugins.module_utils._failover.cycle_state import is_interim
 
+from .oracle import guarantee_breaches
 from .reference import check_vms_still_eligible
+from .test_packing import no_worse_than, plain_greedy
+from .test_properties import constraint_violations
 
 NOW = 1.8e9
 GIB = 1024
@@ -225,26 +229,64 @@ def test_short_vm_trades_blocking_slots_for_a_full_set(monkeypatch):
 
 
 def test_a_plan_short_under_the_limit_grows_along_the_plan_built_without_it():
-    # Under the one-new-per-hypervisor limit the first cycle cannot give every VM its slots.
-    # Each cycle then gives the VMs the slots of the plan built from nothing without the
-    # limit (the target), so the settled plan is that plan, whatever the cycles in between.
+    # Under the one-new-per-hypervisor limit the first cycle cannot give every VM its target
+    # slots. VMs that cannot take them all are covered for now by interim reservations, which
+    # they leave once they take their target slots, so the settled plan is the plan built
+    # from nothing without the limit (the target), whatever the cycles in between.
     fleet = [hv("kvm%d" % i, mem=128 * GIB) for i in range(1, 5)]
     vms = [vm("vm-%d-%s" % (i, flavor), "kvm%d" % i, cpu=4, mem=8 * GIB, flavor=flavor)
            for i in range(1, 5) for flavor in ("hana_small", "web")]
     rules = settings(requirements={"hana_*": 2, "*": 1})
     target = run_cycle(fleet, vms, [], settings(requirements={"hana_*": 2, "*": 1},
                                                 limit_one_new_per_hypervisor=False), now=NOW)
-    reservations, whys = [], set()
+    reservations, interim = [], set()
     for cycle in range(6):
         result = run_cycle(fleet, vms, reservations, rules, now=NOW + 60 * cycle, cycle=cycle)
+        assert {removal.reservation for removal in result.removals} <= interim
         reservations = result.reservations
-        whys.update(s.why for s in result.vm_status if s.why)
-        assert result.removals == []
+        interim = {r.name for r in reservations if is_interim(r)}
         if not result.changed_anything:
             break
-    assert whys == {reconcile.PLANNED_WAITING}
+    assert not interim
     assert sorted((r.host, sorted(r.allocations)) for r in reservations) == \
         sorted((r.host, sorted(r.allocations)) for r in target.reservations)
+
+
+@pytest.mark.parametrize("hosts, per_host, sizes, two_slot_every", [
+    (8, 3, (8, 16, 4, 32), 4),
+    (12, 4, (2, 8, 16, 4, 32, 64), 4),
+])
+def test_the_first_cycle_covers_every_vm_the_limit_allows(hosts, per_host, sizes,
+                                                          two_slot_every):
+    # The plan built from nothing puts several reservations on the hypervisors with the most
+    # room, and the limit opens one a hypervisor a cycle; packing one a hypervisor covers every
+    # VM at once. The first cycle covers every VM (interim reservations where target ones
+    # cannot open yet), checked against the guarantee itself; no VM loses its cover on the
+    # way, and the plan settles with no interim reservation left, holding no more than the
+    # plain greedy (the test's own).
+    vms = [vm("vm-%02d-%d" % (i, j), "kvm%02d" % i, mem=sizes[(i * per_host + j) % len(sizes)] * GIB,
+              flavor="hana_m" if (i * per_host + j) % two_slot_every == 0 else "web")
+           for i in range(hosts) for j in range(per_host)]
+    fleet = [Hypervisor("kvm%02d" % i, "az-a", 64, 256 * GIB, frozenset(),
+                        sum(v.vcpus for v in vms if v.host == "kvm%02d" % i),
+                        sum(v.memory_mb for v in vms if v.host == "kvm%02d" % i))
+             for i in range(hosts)]
+    required = {v.uuid: 2 if v.flavor == "hana_m" else 1 for v in vms}
+    rules = settings(requirements={"hana_*": 2, "*": 1})
+    first = run_cycle(fleet, vms, [], rules, now=NOW)
+    assert constraint_violations(first.reservations, {v.uuid: v.host for v in vms}) == []
+    assert guarantee_breaches([h.name for h in fleet], vms, first.reservations, required) == []
+    reservations = first.reservations
+    for cycle in range(1, 12):
+        result = run_cycle(fleet, vms, reservations, rules, now=NOW + 60 * cycle, cycle=cycle)
+        assert guarantee_breaches([h.name for h in fleet], vms, result.reservations,
+                                  required) == []  # no VM loses its cover on the way
+        reservations = result.reservations
+        if not result.changed_anything:
+            break
+    assert not result.changed_anything
+    assert not any(is_interim(r) for r in reservations)
+    assert no_worse_than(result, plain_greedy(fleet, vms, {"hana_*": 2, "*": 1}))
 
 
 def test_stuck_vm_leaves_its_slots_and_an_emptied_reservation_is_deleted():
