@@ -4,7 +4,8 @@
 // zones), three hosts per cluster, two VMs per cluster and one shared local datastore.
 // Hosts get realistic sizes, varied usage figures and a "traits" custom attribute. The first VM
 // (by name) of each cluster runs VMware Tools (see guestTools); the other VMs report no guest
-// information, like VMs without Tools. Clones and relocations end as on vCenter (see soapFixes).
+// information, like VMs without Tools. Every VM reports the snapshot capability a VM on vCenter
+// does (see snapshotCapability). Clones and relocations end as on vCenter (see soapFixes).
 //
 // It serves plain HTTP (the SOAP API at /sdk, and the vSphere Automation REST API with tagging
 // at /rest, as vCenter does; -rest=false leaves it out, as on an ESXi host), or HTTPS with a
@@ -302,6 +303,43 @@ func guestTools() {
 		g.report(first.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn)
 	}
 	simulator.Map.AddHandler(handler)
+}
+
+// snapshotCapability sets what vCenter reports of a VM's snapshots: every kind supported, with
+// memory and quiesced included. govmomi 0.24.2's simulator leaves a VM's capability empty, and
+// clients that read it (community.vmware's vmware_guest_snapshot) then take neither.
+func snapshotCapability(vm *simulator.VirtualMachine) {
+	c := &vm.Capability
+	c.SnapshotOperationsSupported, c.MultipleSnapshotsSupported, c.SnapshotConfigSupported = true, true, true
+	c.PoweredOffSnapshotsSupported, c.MemorySnapshotsSupported, c.RevertToSnapshotSupported = true, true, true
+	c.QuiescedSnapshotsSupported = true
+}
+
+// capabilityHandler gives the snapshot capability to every VM made after the start (a Registry
+// handler, called when an object is added to the inventory).
+type capabilityHandler struct{}
+
+func (capabilityHandler) Reference() types.ManagedObjectReference {
+	return types.ManagedObjectReference{Type: "LabCapability", Value: "lab-capability"}
+}
+
+func (capabilityHandler) PutObject(obj mo.Reference) {
+	if vm, ok := obj.(*simulator.VirtualMachine); ok {
+		snapshotCapability(vm)
+	}
+}
+
+func (capabilityHandler) RemoveObject(types.ManagedObjectReference) {}
+
+func (capabilityHandler) UpdateObject(mo.Reference, []types.PropertyChange) {}
+
+// snapshotCapabilities gives every VM, of the initial inventory and made later, the snapshot
+// capability vCenter reports.
+func snapshotCapabilities() {
+	for _, e := range simulator.Map.All("VirtualMachine") {
+		snapshotCapability(e.(*simulator.VirtualMachine))
+	}
+	simulator.Map.AddHandler(capabilityHandler{})
 }
 
 // soapFixes makes the SOAP API end clones and relocations as vCenter does, where govmomi
@@ -631,6 +669,7 @@ func run(o options) error {
 	}
 	varyUsage(o)
 	guestTools()
+	snapshotCapabilities()
 
 	m.Service.Listen = &url.URL{Host: o.listen, User: url.UserPassword(o.username, o.password)}
 	if o.rest {
