@@ -27,7 +27,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
 from ansible_collections.resilient.virt.plugins.module_utils.providers._connection import (
     SharedConnection, SharedConnectionMixin)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vm_schema import errors_of
-from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.tls import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._tls import (
     certificate_error, check_ca_path)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
     Option, Provider, check_filters, match_filters)

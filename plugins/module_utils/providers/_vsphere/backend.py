@@ -7,9 +7,10 @@ object and logged out by ``close()``, which never waits more than a few seconds.
 Reads use one PropertyCollector call per query instead of one SOAP call per attribute.
 
 Security: ``protocol`` is https and the server certificate is verified against the system's
-trusted CAs, or the CAs of ``ca_path``, unless ``validate_certs`` is false (``tls.py``); plain
-http is used only when asked for (``protocol: http``, e.g. a simulator on loopback). Either
-choice adds a message to ``warnings``. The password never appears in errors, results or ``repr()``.
+trusted CAs, or the CAs of ``ca_path``, unless ``validate_certs`` is false
+(``providers/_tls.py``); plain http is used only when asked for (``protocol: http``, e.g. a
+simulator on loopback). Either choice adds a message to ``warnings``. The password never
+appears in errors, results or ``repr()``.
 
 Asynchronous vSphere tasks are polled until they end or ``task_timeout`` passes; the Timeout
 then carries the task id (``details.task_id``) for ``task_status``. A call abandoned by the
@@ -51,7 +52,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.
     migrate as migrate_vm, reconfigure as reconfigure_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.power import (
     power as power_vm)
-from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.tls import (
+from ansible_collections.resilient.virt.plugins.module_utils.providers._tls import (
     certificate_error, check_ca_path, ssl_context)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.inventory import (
     VM_PATHS, custom_values, host_fields, retrieve, retrieve_view)
@@ -175,7 +176,7 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         return self._connection()
 
     def _ssl_context(self):
-        """The TLS context of both APIs (None for http): see ``tls.py``."""
+        """The TLS context of both APIs (None for http): see ``providers/_tls.py``."""
         return ssl_context(self.config)
 
     def _login(self):

@@ -1,5 +1,6 @@
-"""TLS trust of the vSphere provider: the SSL context of its SOAP and REST sessions, the check of
-``ca_path``, and what a certificate that fails verification means to the user.
+"""TLS trust of the providers that speak HTTPS (vSphere, Proxmox VE): the SSL context of their
+sessions, the check of ``ca_path``, and what a certificate that fails verification means to the
+user.
 
 The context verifies the server certificate and its host name against the system's trusted CAs,
 or only against ``ca_path`` when given (a PEM bundle file, or a directory of CA certificates
@@ -40,7 +41,7 @@ def check_ca_path(path, where):
                               "the CA certificates" % (full, full))
         return full
     if not os.path.exists(full):
-        raise field_error(where, "%s does not exist; give %s (the CA that signed the vCenter's "
+        raise field_error(where, "%s does not exist; give %s (the CA that signed the server's "
                           "certificate)" % (full, _WHAT))
     try:
         ssl.create_default_context(cafile=full)
@@ -51,7 +52,8 @@ def check_ca_path(path, where):
 
 
 def ssl_context(config):
-    """The context of both sessions (None for http); see the module's docstring."""
+    """The SSL context of a provider's sessions (None for http; ``config`` has ``protocol``,
+    ``validate_certs`` and perhaps ``ca_path``); see the module's docstring."""
     if config["protocol"] != "https":
         return None
     # always an explicit context: given none, pyVmomi skips verification for localhost
