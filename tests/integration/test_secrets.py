@@ -2,12 +2,14 @@
 
 Every module runs through real ansible-playbook with secrets in every place a user puts them:
 a vSphere password in a ``provider`` dict and in a ``providers`` catalog given through
-``module_defaults`` (so every task receives every password), a password inside a libvirt URI,
+``module_defaults`` (so every task receives every password), a Proxmox VE password and API token
+secret (the token's id is no secret: it is shown), a password inside a libvirt URI,
 a Redis ``state_store`` URL with a password (as an option and as an environment variable), a
 secret-named key that is not an option of the backend, and credentials written into a vSphere
 host. Each scenario fails in a different place: Ansible's own argument validation, the
 collection's checks before a provider opens, the provider or the store being unreachable; and
-one succeeds against the lab's real hypervisor, simulator and a real password-protected Redis.
+one succeeds against the lab's real hypervisor, simulators (vSphere, and a Proxmox VE simulator
+of the test's own, fakepve) and a real password-protected Redis.
 
 The secrets reach the plays as extra variables, as vault or AWX credentials would: the plays
 name them by template, so what Ansible prints of the playbook file itself holds no secret.
@@ -24,13 +26,17 @@ from ansible_collections.resilient.virt.plugins.plugin_utils._module_list import
 from playbook_runner import play, run_playbook
 
 
+TOKEN_ID = "root@pam!ci"  # an API token's id: no secret, shown as it is
+
+
 def _secret(kind):
     return "%s-S3cret-%s" % (kind, uuid.uuid4().hex[:10])
 
 
 @pytest.fixture(scope="module")
 def secrets():
-    return {name: _secret(name) for name in ("vc", "libvirt", "redis", "token", "host")}
+    return {name: _secret(name) for name in ("vc", "libvirt", "redis", "token", "host", "pve",
+                                             "pve_token")}
 
 
 def _run_both(tmp_path, plays, secrets, env=None, name="play"):
@@ -61,6 +67,10 @@ def _catalog(lab):
         "kvm": {"type": "libvirt", "uri": "qemu+tcp://bob:{{ libvirt }}@127.0.0.1:1/system"},
         "hv1": {"type": "libvirt", "name": "hv1", "domain_type": "qemu",
                 "uri": hv.uri.replace("qemu+unix:///", "qemu+unix://bob:{{ libvirt }}@/")},
+        "pve": {"type": "proxmox", "host": "127.0.0.1", "port": 1, "username": "root@pam",
+                "password": "{{ pve }}"},
+        "pvet": {"type": "proxmox", "host": "127.0.0.1", "port": 1, "token_id": TOKEN_ID,
+                 "token_secret": "{{ pve_token }}"},
     }
 
 
@@ -84,14 +94,17 @@ def test_argument_errors_of_every_module_show_no_secret(lab, tmp_path, secrets):
     defaults = {"providers": _catalog(lab), "state_store": "redis://:{{ redis }}@127.0.0.1:1/0"}
     human, run = _run_both(tmp_path, [play(tasks, module_defaults=defaults)], secrets)
     _assert_hidden(secrets, human.output, run.output)
+    # the masked values are still there for the user, as Ansible shows no_log values; an API
+    # token's id is no secret
+    shown = run.task("vm")["invocation"]["module_args"]["providers"]
+    assert shown["vc"]["password"] == shown["pvet"]["token_secret"] == \
+        "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
+    assert shown["pvet"]["token_id"] == TOKEN_ID
     for module in MODULES:
         result = run.task(module)
         assert result.failed, result
         assert result["error"]["type"] == "InvalidSpec", result
         assert result["msg"].startswith("InvalidSpec: "), result
-    # the masked values are still there for the user, as Ansible shows no_log values
-    assert run.task("vm")["invocation"]["module_args"]["providers"]["vc"]["password"] == \
-        "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
 
 
 def test_errors_after_the_arguments_show_no_secret(lab, tmp_path, secrets):
@@ -116,6 +129,8 @@ def test_errors_after_the_arguments_show_no_secret(lab, tmp_path, secrets):
               state_store="redis://:{{ redis }}@127.0.0.1:1/0"),
         _task("backup", "backup", provider="kvm", vm="x"),
         _task("backup_status", "backup_status", mode="reconcile"),
+        _task("vm", "proxmox password", provider="pve", name="x", state="absent"),
+        _task("vm_info", "proxmox token", provider="pvet"),
     ]
     # as AWX injects a credential: into the environment of ansible-playbook itself (a task's
     # own `environment:` keyword is printed by Ansible at -vvv, whatever the module does)
@@ -131,7 +146,8 @@ def test_errors_after_the_arguments_show_no_secret(lab, tmp_path, secrets):
                 "failover_reservation": "Unavailable", "vm_fleet": "Unavailable",
                 "unknown secret option": "InvalidSpec",
                 "credentials in the host": "InvalidSpec", "store unreachable": "Unavailable",
-                "backup": "Unavailable"}
+                "backup": "Unavailable", "proxmox password": "Unavailable",
+                "proxmox token": "Unavailable"}
     for title, kind in expected.items():
         result = run.task(title)
         assert result.failed and result["error"]["type"] == kind, result
@@ -157,15 +173,20 @@ def test_errors_after_the_arguments_show_no_secret(lab, tmp_path, secrets):
         _assert_hidden(secrets, stored.decode("utf-8", "replace"))
 
 
-def test_a_successful_play_shows_no_secret(lab, vsphere, vsphere_plain_http, start_redis, tmp_path, secrets):
+def test_a_successful_play_shows_no_secret(lab, vsphere, vsphere_plain_http, simulated_pve, start_redis,
+                                          tmp_path, secrets):
     """Real hypervisor (password in its URI), real simulators (the lab's over HTTPS, one over
-    plain HTTP, which warns), real password-protected Redis."""
+    plain HTTP, which warns; a Proxmox VE simulator with a password and with an API token),
+    real password-protected Redis."""
     server = start_redis(password=secrets["redis"])
     name = "sec-%s" % uuid.uuid4().hex[:6]
     catalog = _catalog(lab)
     catalog["vcsim"] = dict(vsphere, password="{{ vcsim }}")
     catalog["vcsim-http"] = dict(vsphere_plain_http, name="vcsim-http", password="{{ vcsim_http }}")
-    all_secrets = dict(secrets, vcsim=vsphere["password"], vcsim_http=vsphere_plain_http["password"])
+    catalog["pve"] = dict(simulated_pve.provider, password="{{ pve_sim }}")
+    catalog["pvet"] = dict(simulated_pve.token_provider, token_secret="{{ pve_sim_token }}")
+    all_secrets = dict(secrets, vcsim=vsphere["password"], vcsim_http=vsphere_plain_http["password"],
+                       pve_sim=simulated_pve.password, pve_sim_token=simulated_pve.token_secret)
     tasks = [
         _task("provider", "provider hv1", provider="hv1"),
         _task("provider", "provider vcsim", provider="vcsim"),
@@ -187,6 +208,11 @@ def test_a_successful_play_shows_no_secret(lab, vsphere, vsphere_plain_http, sta
         _task("backup_status", "backup_status", mode="reconcile"),
         _task("backup", "backup absent", provider="vcsim", name=name + "-b1", state="absent"),
         _task("vm", "vm for backups absent", provider="vcsim", name=name + "-b", state="absent"),
+        _task("provider", "provider pve", provider="pve"),
+        _task("vm", "vm on pve", provider="pvet", name=name + "-p", vcpus=1, memory_mb=64,
+              state="running"),
+        _task("vm_info", "vm_info pve", provider="pve", name=name + "-p"),
+        _task("vm", "vm on pve absent", provider="pvet", name=name + "-p", state="absent"),
     ]
     defaults = {"providers": dict((k, v) for k, v in catalog.items() if k != "kvm"),
                 "state_store": "redis://:{{ redis }}@127.0.0.1:%d/0" % server.port}
@@ -196,6 +222,8 @@ def test_a_successful_play_shows_no_secret(lab, vsphere, vsphere_plain_http, sta
     assert run.task("vm_fleet")["summary"]["created"] == 2
     assert run.task("vm_fleet prune")["summary"]["pruned"] == 2
     assert run.task("backup")["record"]["phase"] == "Completed"
+    assert run.task("vm_info pve")["vms"][0]["state"] == "running"
+    assert [r["name"] for r in simulated_pve.oracle.cluster.resources.get(type="vm")] == ["tpl"]
     assert "provider.protocol is http" in human.output  # the plain one's warning is shown...
     _assert_hidden(all_secrets, human.output, run.output)  # ...without its password
     _assert_hidden(all_secrets, server.keys_and_values())

@@ -13,9 +13,22 @@ def test_secret_names(key):
 
 
 @pytest.mark.parametrize("key", ["username", "user", "host", "port", "uri", "name", "type",
-                                 "az", "traits", "validate_certs", "timeout", "storage_pool"])
+                                 "az", "traits", "validate_certs", "timeout", "storage_pool",
+                                 "token_id", "TOKEN_ID"])
 def test_ordinary_names(key):
     assert not is_secret_key(key)
+
+
+@pytest.mark.parametrize("key", ["token_id_secret", "api_token_id", "token_idx", "tokenid",
+                                 "token_secret", "id_token"])
+def test_only_the_whole_name_token_id_is_not_a_secret(key):
+    assert is_secret_key(key)
+
+
+def test_an_api_tokens_id_is_shown_and_its_secret_hidden():
+    provider = {"type": "proxmox", "token_id": "automation@pve!ansible",
+                "token_secret": "5f0c2a3e-3b5e-4c1a-9d8e-0a1b2c3d4e5f"}
+    assert secret_values({"provider": provider}) == ["5f0c2a3e-3b5e-4c1a-9d8e-0a1b2c3d4e5f"]
 
 
 def test_values_under_secret_keys_and_inside_urls_are_found_anywhere():
