@@ -6,6 +6,8 @@ runs, with ``-vvv``, whose tasks name no provider and no state store:
 
 - the vSphere type against a vSphere simulator of the test's own serving HTTPS with a certificate
   of the lab CA (the CA goes through the type's file injector, certificates stay verified);
+- the Proxmox VE type, with an API token and with a user and password, against a Proxmox VE
+  simulator of the test's own (fakepve), its CA through the file injector;
 - the state store type (a Redis ACL user whose password needs percent-encoding) with the lab's
   libvirt hypervisor hv1 named by LIBVIRT_DEFAULT_URI;
 - an AWX job (AWX_HOST, JOB_ID) without a state store is warned once per task;
@@ -20,12 +22,13 @@ what it would send to AWX.
 import glob
 import json
 import os
-import re
 import subprocess
 import sys
 
 import pytest
 import yaml
+
+from ansible_collections.resilient.virt.plugins.module_utils._masking import is_secret_key
 
 from awx_injection import CREDENTIAL_TYPES, inject, load_credential_type
 from own_simulator import BIN_DIR, vcsim
@@ -39,7 +42,9 @@ ACL_PASSWORD = "Acl:p@ss/w0rd&more"  # ':', '@', '/' and '&' all need percent-en
 AWX_JOB = {"AWX_HOST": "https://awx.example.com", "JOB_ID": "4242", "INVENTORY_ID": "7"}
 PROVIDER_VARIABLES = ("VMWARE_HOST", "VMWARE_USER", "VMWARE_PASSWORD", "VMWARE_PORT",
                       "VMWARE_VALIDATE_CERTS", "VMWARE_CA_PATH", "LIBVIRT_DEFAULT_URI",
-                      "RESILIENT_VIRT_STATE_STORE")
+                      "PROXMOX_HOST", "PROXMOX_PORT", "PROXMOX_USER", "PROXMOX_PASSWORD",
+                      "PROXMOX_TOKEN_ID", "PROXMOX_TOKEN_SECRET", "PROXMOX_VALIDATE_CERTS",
+                      "PROXMOX_CA_PATH", "RESILIENT_VIRT_STATE_STORE")
 
 
 def _files():
@@ -72,8 +77,9 @@ def test_every_credential_type_has_the_shape_awx_takes(path):
     assert len(ids) == len(set(ids))
     for field in fields:
         assert field["type"] in ("string", "boolean") and field.get("label"), field
-        # what holds a password or a key is a secret field (AWX encrypts it and hides it)
-        if re.search(r"password|private_key|token", field["id"]):
+        # what holds a password or a key is a secret field (AWX encrypts it and hides it), by
+        # the names the collection masks (an API token's id is not a secret)
+        if is_secret_key(field["id"]):
             assert field.get("secret") is True, field
     assert set(credential_type["inputs"].get("required", [])) <= set(ids)
     injectors = credential_type["injectors"]
@@ -97,6 +103,10 @@ def test_what_the_types_inject_with_only_their_required_inputs(tmp_path):
     # unset stays empty (the collection's defaults apply) and certificates stay verified
     assert vsphere == {"VMWARE_HOST": "vc.example.com", "VMWARE_PORT": "", "VMWARE_USER": "awx",
                        "VMWARE_PASSWORD": "Vc-S3cret", "VMWARE_VALIDATE_CERTS": "true", "VMWARE_CA_PATH": ""}
+    proxmox = inject(load_credential_type("proxmox"), {"host": "pve1.example.com"}, str(tmp_path / "p"))
+    assert proxmox == {"PROXMOX_HOST": "pve1.example.com", "PROXMOX_PORT": "", "PROXMOX_TOKEN_ID": "",
+                       "PROXMOX_TOKEN_SECRET": "", "PROXMOX_USER": "", "PROXMOX_PASSWORD": "",
+                       "PROXMOX_VALIDATE_CERTS": "true", "PROXMOX_CA_PATH": ""}
     store = inject(load_credential_type("state_store"), {"url": "redis://cache:6379/0"}, str(tmp_path / "s"))
     assert store == {"RESILIENT_VIRT_STATE_STORE": "redis://cache:6379/0"}
     store = inject(load_credential_type("state_store"), {
@@ -191,6 +201,35 @@ def test_a_secret_the_credential_injects_is_masked_on_both_task_paths(lab, tmp_p
     assert run.rc == 0, run.describe()
     assert run.task("list")["invocation"]["module_args"]["name"] != secret
     assert secret not in run.output
+
+
+# -- Proxmox VE --------------------------------------------------------------------------------
+@pytest.mark.parametrize("in_process", ["true", "false"], ids=["worker", "module"])
+@pytest.mark.parametrize("login", ["token", "password"])
+def test_the_proxmox_credential_type_reaches_the_simulator(simulated_pve, tmp_path, in_process, login):
+    sim = simulated_pve
+    with open(sim.ca_path) as handle:
+        ca = handle.read()
+    inputs = {"host": sim.provider["host"], "port": str(sim.provider["port"]), "ca_certificate": ca}
+    if login == "token":
+        inputs.update(token_id=sim.token_provider["token_id"], token_secret=sim.token_secret)
+    else:
+        inputs.update(username="root@pam", password=sim.password)
+    injected = inject(load_credential_type("proxmox"), inputs, str(tmp_path / "job"))
+    assert injected["PROXMOX_CA_PATH"].startswith(str(tmp_path / "job" / "env"))
+    env = _clean_environment(RESILIENT_VIRT_IN_PROCESS=in_process, **injected)
+    tasks = [{"name": "validate", "resilient.virt.provider": {"state": "validated"}},
+             {"name": "list", "resilient.virt.vm_info": {}}]
+    store = "sqlite:///%s" % (tmp_path / "state.db")
+    run = run_playbook(tmp_path, [play(tasks, module_defaults={"state_store": store})], env=env,
+                       args=["-vvv"])
+    assert run.rc == 0, run.describe()
+    validated, listed = run.task("validate"), run.task("list")
+    key = "proxmox:%s:%d" % (sim.provider["host"], sim.provider["port"])
+    assert validated["provider"]["key"] == key and validated["available"] is True, validated
+    assert [vm["name"] for vm in listed["vms"]] == ["tpl"], listed
+    assert not [w for w in _warnings(validated) if "not verified" in w]
+    assert sim.password not in run.output and sim.token_secret not in run.output
 
 
 # -- the state store, with the lab's libvirt ---------------------------------------------------
