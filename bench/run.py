@@ -25,7 +25,9 @@ Runs, one after the other, each in its own process:
   the full one, in time and size; a guarded status write against a plain store update;
 * ``bench_snapshots.py``: snapshot and revert of a running VM's 1 GiB qcow2 disk on the lab's
   hv3, resilient.virt.vm_snapshot tasks next to ``virsh snapshot-create-as`` /
-  ``snapshot-revert``.
+  ``snapshot-revert``; on a simulator it starts, a snapshot with memory taken, reverted to and
+  removed by vm_snapshot tasks next to community.vmware.vmware_guest_snapshot tasks (CPU and
+  wall per task).
 
 The lab must be up (``python3 lab/lab.py up``; ``make bench`` does it). Every bench's own
 markdown tables are folded into the report, after a summary of the targets.
@@ -69,7 +71,8 @@ BENCHES = (
     ("backup", "Backups: backup task vs virsh backup-begin and qemu-img convert; incremental vs "
      "full; guarded status write", "bench_backup.py", [], ["--quick"]),
     ("snapshots", "Snapshots: vm_snapshot take and revert vs virsh snapshot-create-as / "
-     "snapshot-revert", "bench_snapshots.py", [], ["--quick"]),
+     "snapshot-revert; take, revert and remove vs community.vmware.vmware_guest_snapshot",
+     "bench_snapshots.py", [], ["--quick"]),
     ("images", "VMs from images: base image overlay and copy vs virsh + community.libvirt; "
      "template clone vs community.vmware", "bench_images.py", [], ["--quick"]),
 )
@@ -151,7 +154,7 @@ def targets(records):
             rows.append({"bench": "core", "name": row["case"],
                          "measured": "%.3f ms" % row["median_ms"],
                          "goal": "< %g ms" % row["target_ms"], "passed": row["passed"]})
-    for bench in ("failover", "tasks", "inventory", "fleet", "backup"):
+    for bench in ("failover", "tasks", "inventory", "fleet", "backup", "snapshots"):
         result = (records.get(bench) or {}).get("result") or {}
         for row in result.get("targets", []):
             rows.append({"bench": bench, "name": row["name"], "measured": str(row["measured"]),
@@ -253,6 +256,26 @@ def _backup_headlines(backup):
     return lines
 
 
+def _snapshot_headlines(snapshots):
+    """The snapshots bench: tasks against virsh, and against community.vmware on the simulator."""
+    lines = []
+    if snapshots.get("ratio") is not None:
+        lines.append("Snapshot take + revert of a running VM, %d MiB qcow2 disk: vm_snapshot tasks "
+                     "%.2f s, %.2fx virsh (%.2f s)" % (
+                         snapshots["settings"]["size_mib"], snapshots["task"]["both"],
+                         snapshots["ratio"], snapshots["virsh"]["both"]))
+    vsphere = snapshots.get("vsphere")
+    if vsphere:
+        ours, peer = vsphere["medians"]["ours"]["all"], vsphere["medians"]["peer"]["all"]
+        lines.append("Snapshot with memory taken, reverted to and removed on the vSphere simulator: "
+                     "vm_snapshot tasks %.2f s wall, %.2f s CPU; "
+                     "community.vmware.vmware_guest_snapshot %.2f s wall, %.2f s CPU (ours / "
+                     "peer: wall %.2fx, CPU %.2fx)" % (
+                         ours["wall"], ours["cpu"], peer["wall"], peer["cpu"],
+                         vsphere["ratios"]["all"]["wall"], vsphere["ratios"]["all"]["cpu"]))
+    return lines
+
+
 def headlines(records):
     """A few ratios and scaling figures drawn from the benches' results."""
     lines = []
@@ -288,6 +311,7 @@ def headlines(records):
                      % (vs["vms"], vs["create"]["wall"], vs["full"]["above_empty"]))
         lines.append(line)
     lines += _backup_headlines((records.get("backup") or {}).get("result") or {})
+    lines += _snapshot_headlines((records.get("snapshots") or {}).get("result") or {})
     fleets = (records.get("failover") or {}).get("result") or {}
     for row in fleets.get("rows") or []:
         bound, ours = row["bound"]["memory_mb"], row["ours"]["settled"]
@@ -374,7 +398,7 @@ def main(argv=None):
             if args.only and name not in args.only:
                 continue
             arguments = list(quick if args.quick else full)
-            if name in ("tasks", "inventory", "fleet", "backup", "images"):
+            if name in ("tasks", "inventory", "fleet", "backup", "snapshots", "images"):
                 arguments += ["--lab-dir", os.path.abspath(args.lab_dir)]
             print("bench %s ..." % name, end=" ", file=sys.stderr, flush=True)
             records[name] = run_bench(script, arguments, workdir)
