@@ -125,9 +125,11 @@ options:
     type: bool
   placement:
     description:
-      - Where the VM is (vSphere only; libvirt refuses it - there the hypervisor is the provider,
-        and a disk's storage pool is C(disks[].pool)). Each key is optional; only the keys given
-        are compared with the VM's C(placement).
+      - Where the VM is (vSphere and Proxmox VE; libvirt refuses it - there the hypervisor is the
+        provider, and a disk's storage pool is C(disks[].pool)). Each key is optional; only the
+        keys given are compared with the VM's C(placement).
+      - On Proxmox VE, C(host) is a node of the cluster, C(datastore) the storage of a new VM's
+        disks (and of a full clone), C(resource_pool) a PVE pool; the other keys are refused.
       - A new VM goes where the keys say, on the connected host with the most free memory when
         no host is given. On an existing VM a key that differs moves it - C(host), C(cluster),
         C(resource_pool) and C(datastore) by vMotion and storage vMotion (RelocateVM_Task),
@@ -166,8 +168,9 @@ options:
         type: str
   template:
     description:
-      - Create the VM as a clone of this VM or template (vSphere only) - its name, or its
-        inventory path (V(/DC0/vm/templates/debian12)) when the name is not unique. The clone
+      - Create the VM as a clone of this VM or template (vSphere and Proxmox VE) - its name, or
+        where the name is not unique its vSphere inventory path (V(/DC0/vm/templates/debian12))
+        or its Proxmox V(/<node>/<vmid>). The clone
         is made where O(placement) says, stopped, then given the O(vcpus), O(memory_mb),
         O(disks), O(interfaces), O(metadata) and O(tags) the task sets (what it leaves out comes
         from the template). A clone that fails is deleted again.
@@ -176,6 +179,20 @@ options:
         fields it sets on the clone and its O(customization) included, whether or not the clone
         needed any of them.
     type: str
+  clone:
+    description:
+      - What a clone of O(template) is made of (Proxmox VE) - V(overlay), a linked clone whose
+        disks are copy-on-write children of the template's (fast, and little space; the template
+        must be a template, and the disks stay on its storage), or V(copy), a full clone with its
+        own copy of every disk (on O(placement.datastore) when given). The words are those of a
+        libvirt disk's C(clone).
+      - Unset, a clone of a template is linked unless O(placement.datastore) names a storage to
+        copy it to, and a clone of a VM is full.
+      - vSphere clones are always full copies (vSphere refuses O(clone)); libvirt makes a disk
+        from an image with its own C(disks[].clone).
+      - Used only to create the VM.
+    type: str
+    choices: [overlay, copy]
   customization:
     description:
       - Guest customization of a clone (vSphere, with O(template)) - a Linux host name and
@@ -651,6 +668,7 @@ class VmModule(ResilientModule):
             datastore=dict(type="str"),
         )),
         template=dict(type="str"),
+        clone=dict(type="str", choices=["overlay", "copy"]),
         customization=dict(type="dict", options=dict(hostname=dict(type="str"),
                                                      domain=dict(type="str"))),
         guest_id=dict(type="str"),

@@ -95,3 +95,45 @@ def test_token_login_and_secrets_hidden(simulated_pve, tmp_path):
     assert os.path.exists(store[len("sqlite://"):])
     with open(store[len("sqlite://"):], "rb") as handle:
         assert sim.token_secret.encode() not in handle.read()
+
+
+def _disk(sim, name):
+    """The first disk (scsi0) of the VM ``name``, by the oracle."""
+    record = [r for r in sim.oracle.cluster.resources.get(type="vm") if r["name"] == name][0]
+    return sim.oracle.nodes(record["node"]).qemu(record["vmid"]).config.get()["scsi0"]
+
+
+def test_linked_and_full_clones_through_playbooks(simulated_pve, tmp_path):
+    """clone: overlay is a linked clone (its disk a child of the template's base disk), copy a
+    full one (a disk of its own, on placement.datastore when given); unset, a template is linked
+    unless placement.datastore says where to copy it. What cannot be linked is refused before
+    anything is made."""
+    sim = simulated_pve
+    tasks = [
+        _vm("overlay", name="linked2", template="tpl", clone="overlay", state="present"),
+        _vm("copy", name="full2", template="tpl", clone="copy", state="present"),
+        _vm("copy elsewhere", name="full3", template="tpl", clone="copy", state="present",
+            placement={"datastore": "local-lvm"}),
+        _vm("unset", name="linked3", template="tpl", state="present"),
+        _vm("a vm", name="plain1", vcpus=1, memory_mb=64, disks=[{"size_gb": 1}],
+            state="present"),
+        _vm("overlay of a vm", name="bad1", template="plain1", clone="overlay", state="present"),
+        _vm("overlay moved", name="bad2", template="tpl", clone="overlay", state="present",
+            placement={"datastore": "local-lvm"}),
+        _vm("clone without template", name="bad3", vcpus=1, memory_mb=64, clone="copy"),
+    ]
+    run = run_playbook(tmp_path, [play(tasks, module_defaults={"provider": sim.provider})])
+    for title in ("overlay", "copy", "copy elsewhere", "unset", "a vm"):
+        assert not run.task(title).failed, run.task(title)
+    base = "vmdata:100/base-100-disk-0.qcow2/"  # a linked clone's volume names its base
+    assert _disk(sim, "linked2").startswith(base), _disk(sim, "linked2")
+    assert _disk(sim, "linked3").startswith(base), _disk(sim, "linked3")
+    assert _disk(sim, "full2").startswith("vmdata:") and "base-100" not in _disk(sim, "full2")
+    assert _disk(sim, "full3").startswith("local-lvm:") and "base-100" not in _disk(sim, "full3")
+    for title in ("overlay of a vm", "overlay moved", "clone without template"):
+        result = run.task(title)
+        assert result.failed and result["error"]["type"] == "InvalidSpec", result
+        assert [e["path"] for e in result["error"]["details"]["errors"]] == ["clone"], result
+    assert "convert it to a template, or use clone: copy" in run.task("overlay of a vm")["msg"]
+    names = sorted(r["name"] for r in sim.oracle.cluster.resources.get(type="vm"))
+    assert names == ["full2", "full3", "linked2", "linked3", "plain1", "tpl"], names

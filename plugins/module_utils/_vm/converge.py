@@ -18,7 +18,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._reconfig
 
 STATES = ("present", "absent", "running", "stopped", "restarted", "paused", "suspended")
 SPEC_FIELDS = ("vcpus", "memory_mb", "disks", "interfaces", "boot", "metadata", "tags", "autostart",
-               "placement", "template", "guest_id", "customization", "libvirt", "cloud_init")
+               "placement", "template", "clone", "guest_id", "customization", "libvirt", "cloud_init")
 DIFF_FIELDS = ("state", "vcpus", "memory_mb")
 MAX_REPLANS = 3
 UNREAD = object()  # ``current`` not given: reconcile reads the VM itself

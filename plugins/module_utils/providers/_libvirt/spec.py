@@ -207,12 +207,14 @@ def _drop_none(value):
 
 def validate_spec(spec):
     """Return the spec with defaults filled in, or raise InvalidSpec listing every bad field
-    (NotSupported for ``placement``, ``template``, ``customization`` and ``guest_id``, which are
-    vSphere's)."""
+    (NotSupported for ``placement``, ``template``, ``clone``, ``customization`` and ``guest_id``,
+    which are other providers')."""
     spec = _drop_none(spec)
     for key, fix in (("placement", "a libvirt provider is one hypervisor, so choose the provider; "
                                    "a disk's storage pool is disks[].pool"),
                      ("template", "make a disk from an image with disks[].base_image"),
+                     ("clone", "a disk made from an image says overlay or copy in "
+                               "disks[].clone"),
                      ("customization", "give the guest its settings with cloud_init"),
                      ("guest_id", "the domain's guest OS is what it boots")):
         if isinstance(spec, dict) and key in spec:

@@ -2,10 +2,12 @@
 names or the online node with the most free memory, or a clone of ``template`` (``POST
 .../<vmid>/clone``) given the hardware, cloud-init and labels the spec asks for.
 
-A clone of a template is linked (its disks are copy-on-write children of the template's) unless
-``placement.datastore`` names a storage to copy it to: then it is full, as it always is for a
-source that is not a template (PVE's own rules). Every mistake that can be seen before is
-refused before anything is created; a new VM whose later steps fail is deleted again.
+``clone`` chooses what a clone is: ``overlay``, linked (its disks are copy-on-write children of
+the template's; PVE links templates only), or ``copy``, full (its own copy of every disk, on
+``placement.datastore`` when given). Without it, a clone of a template is linked unless
+``placement.datastore`` names a storage to copy it to, and a clone of a VM is full. Every
+mistake that can be seen before is refused before anything is created; a new VM whose later
+steps fail is deleted again.
 """
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, NotFound, Unavailable, field_error)
@@ -90,11 +92,22 @@ def _source(session, template, vms):
         raise field_error("template", err.message) from None
 
 
+def _full(spec, source, storage):
+    """True for a full clone of ``source``, False for a linked one (see the module docstring)."""
+    if spec.get("clone") == "overlay":
+        if not source.get("template"):
+            raise field_error("clone", "%r is a VM, not a template, and Proxmox makes linked "
+                              "clones (overlay) of templates only: convert it to a template, "
+                              "or use clone: copy" % spec["template"])
+        return False
+    return spec.get("clone") == "copy" or bool(storage) or not source.get("template")
+
+
 def _clone(session, spec, vms, records, node, storage, pool):
     """Clone the template, then give the clone what the spec asks."""
     source = _source(session, spec["template"], vms)
     target = choose_node(session, node, records) if node else source["node"]
-    full = bool(storage) or not source.get("template")
+    full = _full(spec, source, storage)
     config, _ = config_of(session.get("nodes", source["node"], "qemu", source["vmid"], "pending"))
     nics = len(spec["interfaces"]) if "interfaces" in spec else len(interfaces_of(config))
     if "cloud_init" in spec:

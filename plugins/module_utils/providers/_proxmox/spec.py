@@ -8,6 +8,7 @@ The spec is the ``create`` argument of the proxmox provider::
     memory_mb: 1024
     placement: {host: pve2, datastore: local-lvm, resource_pool: web}   # node, storage, pool
     template: debian12           # clone this template (or VM): name, or /<node>/<vmid>
+    clone: overlay               # with template: overlay (a linked clone) or copy (a full clone)
     disks:                       # new volumes on placement.datastore (else provider.storage)
       - {size_gb: 10, bus: scsi}             # scsi (default), virtio, sata or ide
     interfaces:                  # virtio (default), e1000, e1000e, rtl8139, vmxnet3
@@ -19,7 +20,9 @@ The spec is the ``create`` argument of the proxmox provider::
     tags: [web]                  # PVE tags: lower case letters, digits and _ + - .
     autostart: true              # onboot
 
-The older keys ``hypervisor`` and ``datastore`` are ``placement.host`` and
+Without ``clone``, a clone of a template is linked unless ``placement.datastore`` names a storage
+to copy it to, and a clone of a VM is full (PVE links templates only). The older keys
+``hypervisor`` and ``datastore`` are ``placement.host`` and
 ``placement.datastore``. ``vcpus`` and ``memory_mb`` are required without ``template``. Unknown
 keys are errors and every bad field is reported by its path; keys whose value is None count as
 unset.
@@ -36,13 +39,17 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.
     DRIVE_BUSES, NIC_MODELS, join_tags, with_metadata)
 
 __all__ = ("spec_schema", "validate_spec", "placement_request", "create_parameters",
-           "hardware_parameters", "cloud_init_parameters", "NAME_PATTERN", "TAG_PATTERN")
+           "hardware_parameters", "cloud_init_parameters", "NAME_PATTERN", "TAG_PATTERN",
+           "CLONES")
 
 # PVE's VM names are DNS names (its pve-configid format "dns-name")
 NAME_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$"
 TAG_PATTERN = r"^[a-z0-9_][a-z0-9_+.-]*$"
 MAX_NAME_LENGTH = 63
 PLACEMENT_KEYS = ("host", "datastore", "resource_pool")
+# what a clone's disks are, in the words of the libvirt provider's disks[].clone: overlay (a
+# linked clone, copy-on-write children of the template's disks) or copy (a full clone)
+CLONES = ("overlay", "copy")
 _BUS_LIMITS = {"scsi": 31, "virtio": 16, "sata": 6, "ide": 4}
 _MESSAGES = {
     ("name", "pattern"): "must be a DNS name (letters, digits, '-' and '.'; Proxmox's rule)",
@@ -75,7 +82,7 @@ def spec_schema(cloning=False):
         "autostart": {"type": "boolean"},
         "placement": {"type": "object", "additionalProperties": False,
                       "properties": dict((key, STRING) for key in PLACEMENT_KEYS)},
-        "template": STRING,
+        "template": STRING, "clone": {"enum": list(CLONES)},
         "cloud_init": {"type": "object", "additionalProperties": False,
                        "properties": {"user_data": {"type": ["object", "string"]},
                                       "meta_data": {"type": "object"},
@@ -110,13 +117,26 @@ def _bus_counts(disks):
     return more
 
 
+def _clone_errors(spec):
+    if "clone" in spec and "template" not in spec:
+        return [("clone", "says what a clone of template is made of; set template, or remove "
+                 "clone")]
+    if spec.get("clone") == "overlay" and (spec.get("datastore") or
+                                           (spec.get("placement") or {}).get("datastore")):
+        return [("clone", "a linked clone (overlay) keeps its disks on the template's storage, "
+                 "so placement.datastore cannot move them: use clone: copy, or remove "
+                 "placement.datastore (disks[].storage places added disks)")]
+    return []
+
+
 def validate_spec(spec):
     """Return the spec without unset keys and with defaults; InvalidSpec lists every bad field,
     NotSupported names a field this provider cannot honour."""
     if not isinstance(spec, dict):
         raise InvalidSpec("the VM spec must be a dict, not %s" % type(spec).__name__)
     spec = _unset(spec)
-    check_spec(spec_schema("template" in spec), spec, _MESSAGES, _bus_counts(spec.get("disks")))
+    check_spec(spec_schema("template" in spec), spec, _MESSAGES,
+               _bus_counts(spec.get("disks")) + _clone_errors(spec))
     for key, why in sorted(_UNSUPPORTED.items()):
         if spec.get(key):
             raise NotSupported("proxmox provider does not support %s: %s" % (key, why))

@@ -58,6 +58,7 @@ HOSTNAME = r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$"
 DEFAULT_DOMAIN = "localdomain"
 _UNSUPPORTED = {
     "boot": "the boot order cannot be set by this provider; remove boot",
+    "clone": "a vSphere clone is always a full copy of its template's disks; remove clone",
 }
 _DISK = {"type": "object", "additionalProperties": False, "required": ["size_gb"],
          "properties": {"size_gb": {"type": "integer", "minimum": 1},
@@ -100,7 +101,7 @@ def spec_schema(cloning=False):
         "interfaces": {"type": "array", "items": _NIC},
         "tags": _TAGS,
         "placement": _PLACEMENT, "template": STRING, "customization": _CUSTOMIZATION,
-        "boot": {},
+        "boot": {}, "clone": {},
     })
     if cloning:
         schema["required"] = ["name"]

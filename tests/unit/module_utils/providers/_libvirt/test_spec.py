@@ -146,7 +146,8 @@ def test_many_disks_get_distinct_targets():
 
 
 @pytest.mark.parametrize("key, value, fix", [
-    ("placement", {"cluster": "C0"}, "disks[].pool"), ("template", "debian12", "disks[].base_image")])
+    ("placement", {"cluster": "C0"}, "disks[].pool"), ("template", "debian12", "disks[].base_image"),
+    ("clone", "overlay", "disks[].clone")])
 def test_vsphere_only_fields_are_not_supported_with_the_libvirt_fix(key, value, fix):
     from ansible_collections.resilient.virt.plugins.module_utils.errors import NotSupported
 

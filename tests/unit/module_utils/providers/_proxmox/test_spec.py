@@ -132,3 +132,21 @@ def test_placement_and_its_older_keys():
     with pytest.raises(InvalidSpec) as err:
         placement_request({"placement": {"host": "pve2"}, "hypervisor": "pve3"})
     assert _paths(err) == ["placement.host"]
+
+
+@pytest.mark.parametrize("clone", ["overlay", "copy"])
+def test_clone_says_what_a_clone_is_made_of(clone):
+    assert validate_spec({"name": "c", "template": "tpl", "clone": clone})["clone"] == clone
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"name": "c", "vcpus": 1, "memory_mb": 64, "clone": "copy"}, "set template"),
+    ({"name": "c", "template": "t", "clone": "overlay", "placement": {"datastore": "ceph"}},
+     "use clone: copy"),
+    ({"name": "c", "template": "t", "clone": "overlay", "datastore": "ceph"}, "use clone: copy"),
+    ({"name": "c", "template": "t", "clone": "linked"}, "clone"),
+])
+def test_a_clone_that_cannot_be_is_refused_by_its_field(spec, message):
+    with pytest.raises(InvalidSpec, match=message) as err:
+        validate_spec(spec)
+    assert _paths(err) == ["clone"]

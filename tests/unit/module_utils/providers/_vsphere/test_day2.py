@@ -121,3 +121,10 @@ def test_suspended_is_its_own_state_and_empty_attributes_are_no_value():
     values = [vim.CustomFieldsManager.StringValue(key=1, value="a"),
               vim.CustomFieldsManager.StringValue(key=2, value="")]
     assert custom_values({"customValue": values}, {1: "owner", 2: "cleared"}) == {"owner": "a"}
+
+
+def test_clone_is_refused_as_vsphere_clones_are_full_copies():
+    from ansible_collections.resilient.virt.plugins.module_utils.errors import NotSupported
+
+    with pytest.raises(NotSupported, match="always a full copy"):
+        validate_spec({"name": "c", "template": "tpl", "clone": "overlay"})
