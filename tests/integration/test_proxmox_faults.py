@@ -2,7 +2,8 @@
 ansible-playbook runs against a PVE API simulator (fakepve) with faults injected: a VM held by a
 backup that ends a few seconds later (retried, ends ok), a login ticket that expired (renewed,
 the task ends ok), a node that is offline (Unavailable, and the other VMs still listed), a task
-that hangs (Timeout within the time limits given).
+that hangs (Timeout within the time limits given), a running VM that is an HA resource (taken
+out of HA before it is deleted, and deleted once the HA manager has stopped it).
 """
 from playbook_runner import play, run_playbook
 
@@ -90,3 +91,25 @@ def test_hanging_task_times_out_within_the_limits(simulated_pve, tmp_path):
     assert start.duration < 30, start.duration
     starts = [r for r in sim.pve.requests if r[0] == "POST" and r[1].endswith("/status/start")]
     assert len(starts) == 1, starts  # never started a second time
+
+
+def test_ha_resource_leaves_ha_before_it_is_deleted(simulated_pve, tmp_path):
+    """community.proxmox#60: an HA-managed VM. The simulator answers a stop of it as PVE does, a
+    request to the HA manager whose task ends before the VM stops (here 1 s later)."""
+    sim = simulated_pve
+    vmid = _new_vm(sim, "ha1", node="pve2", status="running")
+
+    def ha_managed():
+        sim.pve.vm(vmid).ha_state = "started"
+        sim.pve.time_scale = 0.1  # the HA manager acts ha_delay (10) PVE seconds later
+    sim.call(ha_managed)
+    run = _run(sim, tmp_path, [{"name": "delete", "resilient.virt.vm": {
+        "name": "ha1", "state": "absent"}, "ignore_errors": True}])
+    delete = run.task("delete")
+    assert not delete.failed and delete["changed"], delete
+    assert "ha1" not in [r["name"] for r in sim.oracle.cluster.resources.get(type="vm")]
+    asked = [(method, path) for method, path, _body in sim.pve.requests if method != "GET"]
+    out_of_ha = ("DELETE", "/api2/json/cluster/ha/resources/vm:%d" % vmid)
+    destroy = ("DELETE", "/api2/json/nodes/pve2/qemu/%d" % vmid)
+    assert out_of_ha in asked and destroy in asked, asked
+    assert asked.index(out_of_ha) < asked.index(destroy), asked

@@ -17,7 +17,8 @@ retryable Conflict, lost quorum and an offline node are Unavailable, a full stor
 QuotaExceeded, refused parameters an InvalidSpec naming the spec's field.
 
 This file holds the options, the login, the error mapping and the reads; ``create.py`` creates
-and clones VMs, ``edit.py`` changes them, ``power.py`` powers them, ``vm_dict.py`` and
+and clones VMs, ``edit.py`` changes them, ``power.py`` powers them, ``delete.py`` deletes them
+(an HA resource taken out of HA first), ``vm_dict.py`` and
 ``guest.py`` make VM dicts of PVE's answers, ``spec.py`` checks specs.
 """
 import re
@@ -34,6 +35,8 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers.contract 
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.create import (
     create as create_vm)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.delete import (
+    delete as delete_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.edit import (
     reconfigure as reconfigure_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.faults import (
@@ -45,7 +48,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.spec import (
     MAX_NAME_LENGTH, validate_spec)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.tasks import (
-    status_of, upid_node, wait)
+    status_of, upid_node)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.vm_dict import (
     uuid_of, config_of)
 
@@ -282,17 +285,8 @@ class ProxmoxProvider(SharedConnectionMixin, Provider):
         return create_vm(self, spec)
 
     def delete(self, name):
-        """Stop the VM if it runs, then destroy it with its disks (``purge``: also out of HA
-        resources, replication and backup jobs)."""
-        session = self.session()
-        record = session.find_vm(name)
-        node, vmid = record["node"], record["vmid"]
-        if record.get("status") == "running":
-            wait(session, session.post("nodes", node, "qemu", vmid, "status", "stop"),
-                 "stopping VM %r" % name)
-        wait(session, session.delete("nodes", node, "qemu", vmid, purge=1,
-                                     **{"destroy-unreferenced-disks": 1}),
-             "deleting VM %r" % name)
+        """Out of HA, stopped, then destroyed with its disks (``delete.py``)."""
+        return delete_vm(self, name)
 
     def power(self, name, action, timeout=None):
         return power_vm(self, name, action, timeout)

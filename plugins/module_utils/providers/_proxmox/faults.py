@@ -73,7 +73,8 @@ _MESSAGES = (
      lambda m, t, d: QuotaExceeded("%s: the storage is full; free space on it, or put the "
                                    "disks on another storage (placement.datastore)" % t,
                                    details=d)),
-    (re.compile(r"Configuration file '[^']*' does not exist|does not exist$|no such VM"),
+    (re.compile(r"Configuration file '[^']*' does not exist|does not exist$|no such VM|"
+                r"no such resource"),
      lambda m, t, d: NotFound(t, details=d)),
     (re.compile(r"already exists|already running|not running|is running|protection mode|"
                 r"checksum mismatch|used in HA resources|is a template|if it's a template"),
