@@ -185,6 +185,14 @@ resilience:
         C(count)), in the order first seen; states are V(closed), V(open) and V(half_open).
       type: list
       elements: dict
+    operations:
+      description:
+        - Per provider operation (such as C(describe)) - C(outcomes), calls by how they ended
+          (V(ok) or the error type), C(buckets), calls by duration in the bins of the
+          C(resilient_virt_provider_call_duration_seconds) histogram (non-cumulative, the last for
+          calls longer than 600 s), C(seconds), their total, and C(timeout), the time limit of
+          one attempt. See docs/observability.md.
+      type: dict
 """
 
 from ansible_collections.resilient.virt.plugins.module_utils._health.task import run_provider

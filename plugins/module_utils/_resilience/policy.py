@@ -41,7 +41,8 @@ still be recorded. A probe (half-open breaker) holds its slot for its attempt's 
 
 :attr:`Policy.stats` (a ``stats.CallStats``) counts what the policy did: calls, attempts that
 reached the provider, retries and their waits, rate limit waits, failures the breaker counted,
-refusals by the breaker and the breaker's state changes (see ``stats.py``).
+refusals by the breaker, the breaker's state changes, and each call by operation with how it
+ended and how long it took (see ``stats.py``).
 
 ``hooks`` is an optional object; Policy uses whichever of these methods it has:
 
@@ -116,8 +117,11 @@ class Policy:
         return self._limiter
 
     def call(self, fn: Callable[[], Any], op_class: str = "describe", name: str = "operation",
-             look: Callable[[], tuple[bool, Any]] | None = None) -> Any:
-        """Return ``fn()`` run under this policy; raise the classified VirtError otherwise."""
+             look: Callable[[], tuple[bool, Any]] | None = None, operation: str = "operation") -> Any:
+        """Return ``fn()`` run under this policy; raise the classified VirtError otherwise.
+
+        ``operation`` (the provider operation, such as ``describe``) names the call in
+        :attr:`stats`, with how it ended and how long it took."""
         timeout = self.settings.timeout_for(op_class)
         explicit = self.settings.deadline
         deadline = Deadline.after(explicit) if explicit else Deadline()
@@ -153,15 +157,21 @@ class Policy:
 
         self.stats.on_call()
         self.retrying = None
+        outcome = "Internal"
+        started = time.monotonic()
         try:
-            return run_with_retry(attempt, self.settings.retry, deadline=deadline,
-                                  on_retry=on_retry, classifiers=self._classifiers)
+            result = run_with_retry(attempt, self.settings.retry, deadline=deadline,
+                                    on_retry=on_retry, classifiers=self._classifiers)
+            outcome = "ok"
+            return result
         except VirtError as err:
+            outcome = err.type
             if err.type not in ALIVE_ERRORS:  # an answer (NotFound, ...) is no failed call
                 self.stats.on_failed_call()
             raise
         finally:
             self.retrying = None
+            self.stats.on_call_end(operation, outcome, time.monotonic() - started, timeout)
 
     def _store_time(self, deadline: Deadline) -> float | None:
         """What the rate limit's and the breaker's reads before a call may spend on the store:

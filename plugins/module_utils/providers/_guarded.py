@@ -159,7 +159,7 @@ class GuardedProvider:
         self._hooks.current = (operation, arguments)
         try:
             return self.policy.call(attempt, op_class, name="%s %s" % (self.key, operation),
-                                    look=look)
+                                    look=look, operation=operation)
         finally:
             self._hooks.current = (None, {})
 

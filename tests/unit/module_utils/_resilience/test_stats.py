@@ -10,7 +10,7 @@ import pytest
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.policy import Policy
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import resolve_settings
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.stats import (
-    MAX_PROVIDERS, OTHERS, CallStats, merge, summary)
+    DURATION_BUCKETS, MAX_OPERATIONS, MAX_PROVIDERS, OTHER, OTHERS, CallStats, merge, summary)
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     BreakerOpen, NotFound, Unavailable)
 
@@ -154,3 +154,63 @@ def test_merge_ignores_what_is_not_a_count():
                        "transitions": [{"from": "closed"}, "x", {"from": "open", "to": "closed", "count": 2}]})
     assert (total["calls"], total["attempts"], total["retries"], total["refused"]) == (2, 0, 0, 0)
     assert total["transitions"] == [{"from": "open", "to": "closed", "count": 2}]
+
+
+def test_each_call_is_counted_by_operation_outcome_and_duration(store):
+    policy = _policy(store, max_attempts=2, failure_threshold=5, timeout_describe="7s")
+    waited = []
+    for fn, operation in ((Flaky(), "describe"), (Flaky(NotFound("no vm")), "describe"),
+                          (Flaky(Unavailable("down"), Unavailable("down")), "describe"),
+                          (Flaky(), "list_vms")):
+        began = time.monotonic()
+        try:
+            policy.call(fn, operation=operation)
+        except (NotFound, Unavailable):
+            pass
+        waited.append(time.monotonic() - began)
+    operations = policy.stats.entry()["operations"]
+    assert set(operations) == {"describe", "list_vms"}
+    describe = operations["describe"]
+    assert describe["outcomes"] == {"ok": 1, "NotFound": 1, "Unavailable": 1}
+    assert operations["list_vms"]["outcomes"] == {"ok": 1}
+    assert sum(describe["buckets"]) == 3 and len(describe["buckets"]) == len(DURATION_BUCKETS) + 1
+    # the call that retried waited at least its backoff: its bin is not the first
+    assert describe["seconds"] == pytest.approx(sum(waited[:3]), abs=0.01)
+    assert describe["timeout"] == 7.0
+    for seconds in waited[:3]:
+        index = len([bound for bound in DURATION_BUCKETS if bound < seconds])
+        assert describe["buckets"][index] >= 1
+
+
+def test_a_refused_call_ends_with_breaker_open(store):
+    policy = _policy(store, max_attempts=1, failure_threshold=1)
+    for _dummy in range(2):
+        with pytest.raises((Unavailable, BreakerOpen)):
+            policy.call(Flaky(Unavailable("down")), operation="power")
+    assert policy.stats.entry()["operations"]["power"]["outcomes"] == {"Unavailable": 1, "BreakerOpen": 1}
+
+
+def test_durations_fall_in_the_bins_prometheus_means():
+    stats = CallStats("lab:1")
+    for seconds in (0.0, DURATION_BUCKETS[0], DURATION_BUCKETS[0] + 0.001, DURATION_BUCKETS[-1] + 1):
+        stats.on_call_end("describe", "ok", seconds, 5.0)
+    buckets = stats.entry()["operations"]["describe"]["buckets"]
+    # a bin holds what is at most its bound ("le"), the last one what is longer than them all
+    assert buckets[0] == 2 and buckets[1] == 1 and buckets[-1] == 1 and sum(buckets) == 4
+
+
+def test_labels_only_come_from_the_code():
+    """Operation names and outcomes from a result that something else changed never become a
+    label value that could carry a secret: they fold into OTHER; operations are bounded."""
+    secret = "https://admin:hunter2@vc.example"
+    total = merge({}, {"operations": {
+        secret: {"outcomes": {"ok": 1}},
+        "describe": {"outcomes": {"ok": 2, secret: 1, "Unavailable": 1, "BreakerOpen": "x"},
+                     "buckets": [1, 2], "seconds": -3},
+    }})
+    assert set(total["operations"]) == {OTHER, "describe"}
+    assert total["operations"]["describe"]["outcomes"] == {"ok": 2, OTHER: 1, "Unavailable": 1, "BreakerOpen": 0}
+    assert total["operations"]["describe"]["seconds"] == 0.0
+    many = merge({}, {"operations": dict(("op%d" % i, {"outcomes": {"ok": 1}}) for i in range(MAX_OPERATIONS + 3))})
+    assert len(many["operations"]) == MAX_OPERATIONS + 1
+    assert many["operations"][OTHER]["outcomes"] == {"ok": 3}
