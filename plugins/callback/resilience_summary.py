@@ -15,11 +15,16 @@ description:
   - It does not replace the stdout callback; enable it next to it with
     C(ANSIBLE_CALLBACKS_ENABLED=resilient.virt.resilience_summary) or C(callbacks_enabled) in
     C(ansible.cfg).
-  - With O(metrics_file), it also writes the circuit breakers of the state store O(state_store)
-    in the Prometheus text format, for node_exporter's textfile collector - the file is replaced
-    atomically and made readable by all (mode 0644). When the store cannot be read, the file
-    gets what the results said instead (the breaker states the tasks published, counters of
-    this playbook only) and a warning says so; the play never fails because of it.
+  - With O(metrics_file) or O(pushgateway_url), it adds this playbook's provider calls to the
+    totals kept in the state store O(state_store), then writes Prometheus metrics - the circuit
+    breakers, provider calls by operation and outcome, their durations, attempts, retries, rate
+    limit waits, and gauges of the store's fleets, backups and failover reservations - to
+    O(metrics_file) for node_exporter's textfile collector (replaced atomically, mode 0644)
+    and pushes them to O(pushgateway_url). It needs the Python library C(prometheus_client) on
+    the controller; without it a warning says so and nothing is written or pushed.
+  - When the store cannot be read, the metrics get what the results said instead (the breaker
+    states the tasks published, counters of this playbook only) and a warning says so; the play
+    never fails because of the metrics.
   - Results of tasks with C(no_log) are hidden from callbacks, so their calls are not counted.
 author:
   - resilient.virt developers (!UNKNOWN)
@@ -46,6 +51,31 @@ options:
     ini:
       - section: callback_resilience_summary
         key: state_store
+  pushgateway_url:
+    description:
+      - URL of a Prometheus Pushgateway to push the metrics to at the end of the playbook, such
+        as C(https://pushgateway.example.com:9091); they replace those of O(pushgateway_job)
+        there. A C(user:password@) in it is sent as HTTP basic authentication. HTTPS
+        certificates are verified.
+      - Unset, nothing is pushed.
+    type: str
+    env:
+      - name: RESILIENT_VIRT_SUMMARY_PUSHGATEWAY_URL
+    ini:
+      - section: callback_resilience_summary
+        key: pushgateway_url
+    version_added: 0.3.0
+  pushgateway_job:
+    description:
+      - The C(job) label of the metrics pushed to O(pushgateway_url).
+    type: str
+    default: resilient_virt
+    env:
+      - name: RESILIENT_VIRT_SUMMARY_PUSHGATEWAY_JOB
+    ini:
+      - section: callback_resilience_summary
+        key: pushgateway_job
+    version_added: 0.3.0
 """
 
 EXAMPLES = r"""
@@ -69,9 +99,16 @@ from ansible_collections.resilient.virt.plugins.module_utils._masking import scr
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import list_breakers
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.stats import merge
 from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
-from ansible_collections.resilient.virt.plugins.plugin_utils._breaker_metrics import exposition, write_textfile
+from ansible_collections.resilient.virt.plugins.module_utils._backup.records import NAMESPACE as BACKUPS
+from ansible_collections.resilient.virt.plugins.module_utils._failover.storage import NAMESPACE as FAILOVER
+from ansible_collections.resilient.virt.plugins.module_utils._fleet.status import NAMESPACE as FLEETS
+from ansible_collections.resilient.virt.plugins.plugin_utils import _state_gauges
+from ansible_collections.resilient.virt.plugins.plugin_utils._metric_totals import add_run, coverage_of
+from ansible_collections.resilient.virt.plugins.plugin_utils._metrics import (
+    MissingClient, client, exposition, families, push, write_textfile)
 
 RESULT_KEY = "resilience"
+FAILOVER_ACTIONS = ("resilient.virt.failover_reservation", "failover_reservation")
 BREAKER_FACT = "resilient_virt_breakers"
 COLUMNS = (("provider", None), ("tasks", "tasks"), ("calls", "calls"), ("attempts", "attempts"),
            ("retries", "retries"), ("backoff_s", "backoff_seconds"),
@@ -111,6 +148,7 @@ class CallbackModule(CallbackBase):
     def __init__(self, display=None, options=None):
         super().__init__(display=display, options=options)
         self.totals = {}  # provider key -> the entries added up, plus "tasks" and "state"
+        self.coverage = {}  # creator -> the coverage of its last failover_reservation run
 
     def _add(self, data):
         """Count one result (a task's, or one item's of a loop)."""
@@ -131,8 +169,22 @@ class CallbackModule(CallbackBase):
             if isinstance(fact, dict) and str(key) in self.totals:
                 self.totals[str(key)]["state"] = fact.get("state")
 
+    def _add_coverage(self, result):
+        """Keep the failover coverage of a ``failover_reservation`` task that reconciled."""
+        task, data = result._task, result._result
+        if getattr(task, "resolved_action", None) not in FAILOVER_ACTIONS or task.check_mode or \
+                not isinstance(data, dict):
+            return
+        invocation = data.get("invocation")
+        arguments = invocation.get("module_args") if isinstance(invocation, dict) else None
+        creator = arguments.get("creator") if isinstance(arguments, dict) else None
+        fields = coverage_of(data.get("summary"))
+        if isinstance(creator, str) and fields is not None:
+            self.coverage[creator] = fields
+
     def v2_runner_on_ok(self, result):
         self._add(result._result)
+        self._add_coverage(result)
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         self._add(result._result)
@@ -143,42 +195,66 @@ class CallbackModule(CallbackBase):
             self._display.display("no resilient.virt task called a provider")
         for line in table(self.totals):
             self._display.display(line)
-        path = self.get_option("metrics_file")
-        if path:
-            self._write_metrics(path)
+        path, gateway = self.get_option("metrics_file"), self.get_option("pushgateway_url")
+        if path or gateway:
+            self._publish(path, gateway)
 
-    def _store_breakers(self):
-        """Every breaker of the state store, as ``breaker.list_breakers`` gives them."""
+    def _from_store(self):
+        """Add this playbook's calls to the store's totals; return what the metrics show, as
+        the store has it: the breakers, the call totals and the state gauges."""
         store = open_store(self.get_option("state_store"))
         try:
-            return list_breakers(store)
+            totals, coverage = add_run(store, self.totals, self.coverage)
+            state = {"fleet_vms": _state_gauges.fleet_vms(store.items(FLEETS)),
+                     "reserved_capacity": _state_gauges.reserved_capacity(store.items(FAILOVER)),
+                     "coverage": coverage}
+            backups = store.items(BACKUPS)
+            state.update(backup_records=_state_gauges.backup_records(backups),
+                         unfinished_backups=_state_gauges.unfinished_backups(backups))
+            return list_breakers(store), totals, state
         finally:
             store.close()
 
-    def _result_breakers(self):
-        """What the results said of each breaker: the state last published, this playbook's
+    def _from_results(self):
+        """What the results said: the breaker state each task published last, this playbook's
         counts."""
-        return [{"name": key, "state": total["state"], "failures_total": total["failures"],
-                 "rejected_total": total["refused"],
-                 "opened_total": sum(t["count"] for t in total["transitions"] if t["to"] == "open")}
-                for key, total in self.totals.items()]
+        breakers = [{"name": key, "state": total["state"], "failures_total": total["failures"],
+                     "rejected_total": total["refused"],
+                     "opened_total": sum(t["count"] for t in total["transitions"] if t["to"] == "open")}
+                    for key, total in self.totals.items()]
+        return breakers, self.totals, {"coverage": self.coverage}
 
     def _warn(self, message):
-        self._display.warning(scrub(message, secret_values(self.get_option("state_store"))))
+        self._display.warning(scrub(message, secret_values(
+            [self.get_option("state_store"), self.get_option("pushgateway_url")])))
 
-    def _write_metrics(self, path):
+    def _publish(self, path, gateway):
         try:
-            breakers = self._store_breakers()
+            prometheus = client()
+        except MissingClient as exc:
+            self._warn("resilience_summary: no metrics were written or pushed: %s" % exc)
+            return
+        try:
+            breakers, totals, state = self._from_store()
         except Exception as exc:  # noqa: BLE001 - a store that cannot be read never fails the play
-            self._warn("resilience_summary: the circuit breakers could not be read from the state "
-                       "store (%s: %s); %s has what this playbook's results said instead (the "
+            self._warn("resilience_summary: the metrics could not be read from the state store "
+                       "(%s: %s); they have what this playbook's results said instead (the breaker "
                        "states the tasks published, counters of this playbook only). Set "
                        "state_store (RESILIENT_VIRT_STATE_STORE) to the store the plays use"
-                       % (type(exc).__name__, exc, path))
-            breakers = self._result_breakers()
-        try:
-            write_textfile(path, exposition(breakers))
-        except OSError as exc:
-            self._warn("resilience_summary: the metrics file %s could not be written (%s); check "
-                       "that its directory exists and is writable, or change metrics_file "
-                       "(RESILIENT_VIRT_SUMMARY_METRICS_FILE)" % (path, exc))
+                       % (type(exc).__name__, exc))
+            breakers, totals, state = self._from_results()
+        metrics = families(prometheus[1], breakers, totals, state)
+        if path:
+            try:
+                write_textfile(path, exposition(prometheus, metrics))
+            except OSError as exc:
+                self._warn("resilience_summary: the metrics file %s could not be written (%s); "
+                           "check that its directory exists and is writable, or change "
+                           "metrics_file (RESILIENT_VIRT_SUMMARY_METRICS_FILE)" % (path, exc))
+        if gateway:
+            try:
+                push(prometheus, gateway, self.get_option("pushgateway_job"), metrics)
+            except Exception as exc:  # noqa: BLE001 - a Pushgateway that fails never fails the play
+                self._warn("resilience_summary: the metrics could not be pushed to %s (%s: %s); "
+                           "check pushgateway_url (RESILIENT_VIRT_SUMMARY_PUSHGATEWAY_URL)"
+                           % (gateway, type(exc).__name__, exc))

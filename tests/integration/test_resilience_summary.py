@@ -4,15 +4,18 @@ Four hosts (forks 4) describe VMs on a healthy hypervisor and, in a loop, on a s
 breaker opens. The printed summary and the Prometheus file are checked against oracles of the
 test's own: the attempts the observer plugin saw, the task and item results in the JSON output
 (the retry loop's ``error.details.attempts``), the breaker records read from the SQLite file with
-sqlite3, and the retry settings for the seconds waited. The file runs on both task paths
-(``task_path``: in the controller's worker and as module processes).
+sqlite3, and the retry settings for the seconds waited. A second run adds to the counters of the
+first and pushes them to a real Pushgateway. The file runs on both task paths (``task_path``: in
+the controller's worker and as module processes).
 """
+import collections
 import os
 import stat
 
+import prometheus_stack
 from observer_plugin import OUTCOMES_ENV, read_attempts
 from playbook_runner import PlaybookRun, local_inventory, play, plugin_env, run_playbook, store_records
-from prometheus_text import parse, value
+from prometheus_samples import parse, samples, value
 
 CALLBACK = "resilient.virt.resilience_summary"
 HOSTS = ("h1", "h2", "h3", "h4")
@@ -22,6 +25,8 @@ RESILIENCE = {"max_attempts": 2, "base_delay": "%gs" % BASE_DELAY, "failure_thre
               "reset_timeout": "10m"}
 BANNER = "RESILIENCE SUMMARY"
 PREFIX = "resilient_virt_circuit_breaker_"
+CALLS = "resilient_virt_provider_calls_total"
+DURATION = "resilient_virt_provider_call_duration_seconds"
 SECRET = "Summ4ryS3cretPw"
 
 
@@ -120,6 +125,46 @@ def test_summary_and_metrics_count_an_outage(lab, outage, tmp_path, task_path):
             assert value(families, PREFIX + counter, **labels) == records[key][counter], counter
     assert sorted(os.listdir(tmp_path)).count("resilient_virt.prom") == 1
     assert not [name for name in os.listdir(tmp_path) if name.endswith(".tmp")]
+
+    # the calls: vm_info describes each VM once; one call per host and per item
+    hv2 = dict(provider_type="libvirt", provider="sum-hv2")
+    hv1 = dict(provider_type="libvirt", provider="sum-hv1")
+    assert {o["operation"] for o in outcomes} == {"describe"}
+    assert value(families, CALLS, operation="describe", outcome="NotFound", **hv2) == len(HOSTS)
+    assert len(samples(families, CALLS, **hv2)) == 1
+    for outcome, count in collections.Counter(types).items():
+        assert value(families, CALLS, operation="describe", outcome=outcome, **hv1) == count, outcome
+    assert len(samples(families, CALLS, **hv1)) == len(set(types))
+    assert value(families, DURATION + "_count", operation="describe", **hv1) == len(items)
+    assert value(families, DURATION + "_bucket", operation="describe", le="+Inf", **hv2) == len(HOSTS)
+    for key, labels in (("libvirt:sum-hv1", hv1), ("libvirt:sum-hv2", hv2)):
+        attempts = len([o for o in outcomes if o["provider"] == key])
+        assert value(families, "resilient_virt_provider_attempts_total", **labels) == attempts
+    assert value(families, "resilient_virt_provider_retries_total", **hv1) == retries
+    assert value(families, "resilient_virt_provider_retries_total", **hv2) == 0
+    # the retries of hv1 waited, and their time is in the calls': more than the retries' waits
+    assert value(families, DURATION + "_sum", operation="describe", **hv1) >= float(dead["backoff_s"])
+    assert value(families, "resilient_virt_rate_limit_waits_total", **hv2) == 0
+
+    # a second run adds to the first and pushes the totals to a Pushgateway
+    gateway = prometheus_stack.pushgateway(str(tmp_path))
+    try:
+        again, _parsed, _outcomes = _run(tmp_path, tasks[:1], store, metrics, "again", extra_env={
+            "RESILIENT_VIRT_SUMMARY_PUSHGATEWAY_URL": gateway.url,
+            "RESILIENT_VIRT_SUMMARY_PUSHGATEWAY_JOB": "virt-test"})
+        assert again.rc == 0 and "WARNING" not in again.stderr, again.describe()
+        pushed = parse("".join(line + "\n" for line in gateway.get("/metrics").splitlines()
+                               if "resilient_virt_" in line.split("{")[0]))  # the gateway's own aside
+    finally:
+        gateway.stop()
+    grown = parse(_read(metrics))
+    assert value(grown, CALLS, operation="describe", outcome="NotFound", **hv2) == 2 * len(HOSTS)
+    for outcome, count in collections.Counter(types).items():
+        assert value(grown, CALLS, operation="describe", outcome=outcome, **hv1) == count, outcome
+    assert value(grown, DURATION + "_count", operation="describe", **hv2) == 2 * len(HOSTS)
+    for family in grown.values():
+        for sample, labels, number in family["samples"]:
+            assert value(pushed, sample, job="virt-test", **labels) == number, (sample, labels)
 
 
 def test_an_unreadable_store_falls_back_to_the_results(lab, tmp_path, task_path):
