@@ -453,6 +453,17 @@ def table(result):
                 row["fleet"], " ".join("%.2f" % entry[1] for entry in row["seeds"]),
                 " ".join("%.2f" % entry[2] for entry in row["seeds"]),
                 min(entry[3] for entry in row["seeds"])))
+    lines += ["", "This planner from nothing, the most reserved memory after any cycle on the way "
+              "(interim reservations beside the target's), GiB (x the lower bound): %s" % "; ".join(
+                  "%s %s" % (row["fleet"], _gib(row["ours"]["settled"]["peak_memory_mb"],
+                                                row["bound"])) for row in result["rows"])]
+    plain = sorted((row for row in result["rows"] if not row["traits"]), key=lambda r: r["vms"])
+    if plain:
+        cpu = [(row["vms"], row["ours"]["settled"]["cpu_seconds"]) for row in plain]
+        lines += ["", "Slowest cycle of this planner, CPU seconds, by fleet size: %s; %d to %d VMs "
+                  "(x%.0f): x%.2f" % (", ".join("%d VMs %.2f" % pair for pair in cpu), cpu[0][0],
+                                      cpu[-1][0], cpu[-1][0] / cpu[0][0],
+                                      cpu[-1][1] / max(cpu[0][1], 1e-9))]
     lines += ["", "| target | measured | goal | result |", "|---|---:|---|---|"]
     for row in result["targets"]:
         lines.append("| %s | %s | %s | %s |" % (row["name"], row["measured"], row["target"],
