@@ -2,10 +2,8 @@
 process, never the system service.
 
 :class:`Daemon` starts a program on a free loopback port and waits until it answers HTTP;
-:func:`pushgateway`, :func:`node_exporter` (the textfile collector alone, on a directory of the
-test's) and :func:`prometheus` (a configuration of the test's, scraping fast) build one.
+:func:`pushgateway` builds one.
 """
-import json
 import os
 import socket
 import subprocess
@@ -13,12 +11,8 @@ import time
 import urllib.request
 
 import pytest
-import yaml
 
 PUSHGATEWAY = "/usr/bin/prometheus-pushgateway"
-NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
-PROMETHEUS = "/usr/bin/prometheus"
-PROMTOOL = "/usr/bin/promtool"
 START_TIMEOUT = 60.0  # seconds for a daemon to answer, on a loaded machine
 
 
@@ -36,7 +30,7 @@ def need(program):
 class Daemon:
     """``argv`` (with ``{port}`` replaced) run in ``directory``, its output in ``<name>.log``."""
 
-    def __init__(self, name, argv, directory, ready_path="/metrics"):
+    def __init__(self, name, argv, directory):
         need(argv[0])
         self.port = _free_port()
         self.url = "http://127.0.0.1:%d" % self.port
@@ -47,7 +41,7 @@ class Daemon:
         deadline = time.monotonic() + START_TIMEOUT
         while True:
             try:
-                self.get(ready_path)
+                self.get("/metrics")
                 return
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -58,9 +52,6 @@ class Daemon:
     def get(self, path):
         with urllib.request.urlopen(self.url + path, timeout=10) as answer:
             return answer.read().decode("utf-8")
-
-    def get_json(self, path):
-        return json.loads(self.get(path))
 
     def output(self):
         with open(self.log, errors="replace") as f:
@@ -79,23 +70,3 @@ class Daemon:
 def pushgateway(directory):
     return Daemon("pushgateway", [PUSHGATEWAY, "--web.listen-address=127.0.0.1:{port}"], directory)
 
-
-def node_exporter(directory, textfile_directory):
-    return Daemon("node_exporter", [
-        NODE_EXPORTER, "--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults",
-        "--collector.textfile", "--collector.textfile.directory=" + textfile_directory], directory)
-
-
-def prometheus(directory, targets, rule_files=(), interval="1s"):
-    """Prometheus scraping ``targets`` (host:port) every ``interval`` and evaluating
-    ``rule_files`` as often, its data in ``directory``."""
-    config = {"global": {"scrape_interval": interval, "evaluation_interval": interval},
-              "rule_files": [os.path.abspath(path) for path in rule_files],
-              "scrape_configs": [{"job_name": "node", "static_configs": [{"targets": list(targets)}]}]}
-    path = os.path.join(directory, "prometheus.yml")
-    with open(path, "w") as f:
-        yaml.safe_dump(config, f)
-    return Daemon("prometheus", [
-        PROMETHEUS, "--config.file=" + path, "--storage.tsdb.path=" + os.path.join(directory, "data"),
-        "--web.listen-address=127.0.0.1:{port}", "--web.enable-lifecycle"], directory,
-        ready_path="/-/ready")
