@@ -80,9 +80,13 @@ class _AnsibleModule(AnsibleModule):
         self.environ = environ
         self._record = record
         super().__init__(**kwargs)
+        self._drop_short_no_log_values()
+
+    def _drop_short_no_log_values(self):
         # Ansible registers every value inside a no_log option (each item of a dict such as
         # cloud_init.user_data, numbers too) and masks it wherever it appears; below MIN_LENGTH
-        # that garbles the result (a 1 would hide every number with a 1) and protects nothing
+        # that garbles the result (a 1 would hide every number with a 1, a space every space)
+        # and protects nothing
         self.no_log_values = set(value for value in self.no_log_values if len(value) >= MIN_LENGTH)
 
     def _load_params(self):
@@ -108,6 +112,7 @@ class _AnsibleModule(AnsibleModule):
         self.fail_json("InvalidSpec: %s" % message, error=error)
 
     def fail_json(self, msg, **kwargs):
+        self._drop_short_no_log_values()  # Ansible's own checks fail before __init__ returns
         if not self._validated and "error" not in kwargs:  # Ansible's own argument checks
             kwargs["error"] = dict((key, value) for key, value in InvalidSpec(str(msg)).to_dict().items()
                                    if key != "message")

@@ -1,4 +1,5 @@
-"""Messages and warnings that say what happened: a mistyped VM name, an unsafe store directory."""
+"""Messages and warnings that say what happened: a mistyped VM name, an unsafe store directory,
+Ansible's own argument errors unmasked."""
 import os
 
 from tests.unit.modules.test_fuzz import GOOD_PROVIDER, MODULES, run_module
@@ -13,6 +14,16 @@ def test_a_mistyped_vm_name_says_no_vm_of_that_name_exists_then_how_to_create_on
     assert "no VM named 'tset' on libvirt:fuzz exists" in message, message
     assert message.index("exists") < message.index("to create one, set vcpus and memory_mb"), message
     assert {e["path"] for e in result["error"]["details"]["errors"]} == {"vcpus", "memory_mb"}
+
+
+def test_a_short_secret_does_not_mask_ansibles_own_argument_errors(tmp_path):
+    # a one-character user_data is registered as a no_log value; masking every space with it
+    # would garble "one of the following is required"
+    result, printed = run_module(MODULES["vm"], {
+        "provider": GOOD_PROVIDER, "cloud_init": {"user_data": " "},
+        "state_store": "sqlite://%s" % (tmp_path / "s.db")})
+    assert result["failed"] and result["error"]["type"] == "InvalidSpec", printed
+    assert result["msg"].startswith("InvalidSpec: one of the following is required: name"), result
 
 
 def _warnings(tmp_path, mode):
