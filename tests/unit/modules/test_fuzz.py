@@ -161,8 +161,16 @@ def store_url(tmp_path_factory):
     return "sqlite://%s" % (tmp_path_factory.mktemp("fuzz") / "state.db")
 
 
+@pytest.fixture
+def short_backoff(monkeypatch):
+    """Retries wait 10 ms, doubling, where an example does not set the wait itself: a refused
+    provider is retried as it would be, without the default half second before the first retry
+    (the test is about how a call ends, not how long it waits)."""
+    monkeypatch.setenv("RESILIENT_VIRT_RETRY_BASE_DELAY", "10ms")
+
+
 @pytest.mark.parametrize("name", sorted(MODULES))
-def test_any_arguments_end_in_success_or_a_typed_error(name, store_url):
+def test_any_arguments_end_in_success_or_a_typed_error(name, store_url, short_backoff):
     @settings(max_examples=300, deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(args=_module_args(name))
