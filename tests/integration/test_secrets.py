@@ -90,6 +90,7 @@ def test_argument_errors_of_every_module_show_no_secret(lab, tmp_path, secrets):
         _task("vm_fleet", "vm_fleet", owner="sec", vms=[], max_attempts="many"),
         _task("backup", "backup", provider="vc", vm="x", keep_last="many"),
         _task("backup_status", "backup_status", mode="bogus"),
+        _task("vm_snapshot", "vm_snapshot", provider="vc", vm="x", name="s", keep_last="many"),
     ]
     defaults = {"providers": _catalog(lab), "state_store": "redis://:{{ redis }}@127.0.0.1:1/0"}
     human, run = _run_both(tmp_path, [play(tasks, module_defaults=defaults)], secrets)
@@ -129,6 +130,7 @@ def test_errors_after_the_arguments_show_no_secret(lab, tmp_path, secrets):
               state_store="redis://:{{ redis }}@127.0.0.1:1/0"),
         _task("backup", "backup", provider="kvm", vm="x"),
         _task("backup_status", "backup_status", mode="reconcile"),
+        _task("vm_snapshot", "vm_snapshot", provider="kvm", vm="x", name="s"),
         _task("vm", "proxmox password", provider="pve", name="x", state="absent"),
         _task("vm_info", "proxmox token", provider="pvet"),
     ]
@@ -146,7 +148,8 @@ def test_errors_after_the_arguments_show_no_secret(lab, tmp_path, secrets):
                 "failover_reservation": "Unavailable", "vm_fleet": "Unavailable",
                 "unknown secret option": "InvalidSpec",
                 "credentials in the host": "InvalidSpec", "store unreachable": "Unavailable",
-                "backup": "Unavailable", "proxmox password": "Unavailable",
+                "backup": "Unavailable", "vm_snapshot": "Unavailable",
+                "proxmox password": "Unavailable",
                 "proxmox token": "Unavailable"}
     for title, kind in expected.items():
         result = run.task(title)
