@@ -21,7 +21,9 @@ export PYTHONDONTWRITEBYTECODE := 1
 # more workers than CPUs pay off: each worker starts its own lab, simulators and Redis servers.
 # worksteal hands a worker's queued tests to an idle one, so one slow file does not set the end.
 TEST_WORKERS ?= 4
-UNIT_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
+# Unit tests wait too (real Redis, Sentinel and Cluster servers, time limits and breaker
+# timeouts on real clocks): two workers per CPU keep the CPUs busy meanwhile.
+UNIT_WORKERS ?= $(shell echo $$((2 * $$(nproc 2>/dev/null || echo 2))))
 
 # Checked with mypy, packages whole: the public API (its types are part of the contract) and
 # the layers under every call (resilience policy, state stores)
@@ -71,7 +73,7 @@ suite: deps link
 
 check: deps link
 	$(MAKE) --no-print-directory lint
-	$(PYTHON) -m pytest -q -p no:randomly -n $(UNIT_WORKERS) tests/unit
+	$(PYTHON) -m pytest -q -p no:randomly -n $(UNIT_WORKERS) --dist worksteal tests/unit
 
 lint: deps link
 	$(PYTHON) -m ruff check .
@@ -80,7 +82,7 @@ lint: deps link
 	  $(foreach m,$(TYPED),-p ansible_collections.resilient.virt.plugins.module_utils.$(m))
 
 unit: deps link
-	$(PYTHON) -m pytest -q -p no:randomly -n $(UNIT_WORKERS) tests/unit
+	$(PYTHON) -m pytest -q -p no:randomly -n $(UNIT_WORKERS) --dist worksteal tests/unit
 
 integration: deps link
 	$(PYTHON) -m pytest -q -p no:randomly -n $(TEST_WORKERS) --dist worksteal tests/integration
