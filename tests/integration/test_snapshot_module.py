@@ -9,6 +9,13 @@ oracle is the test's own libvirt-python connection and ``qemu-io``.
 vSphere (the lab's simulator): quiescing a VM without VMware Tools (refused with the reason;
 best effort says it was not quiesced) and one with them, a snapshot with memory and one without,
 and reverts that leave the VM in each snapshot's state, read with the test's own pyVmomi session.
+
+Proxmox VE (a simulator of the test's own, fakepve: no PVE server can run here): a snapshot
+with memory of a running VM, taken once however often the task runs, quiescing refused (the
+PVE API has no such flag) and best effort saying so, a revert that brings back the snapshot's
+configuration and its running state (memory) or leaves the VM stopped (no memory), retention
+with a pinned snapshot, and absent, and a VM whose raw disk on a directory storage keeps no
+snapshots (refused, nothing made); read with the test's own proxmoxer session.
 """
 import uuid
 
@@ -197,3 +204,77 @@ def test_vsphere_quiesce_memory_and_reverts(tmp_path, vsphere):
     finally:
         sim.remove(name)
         sim.close()
+
+
+# -- Proxmox VE -----------------------------------------------------------------------------------
+def _pve_snapshots(sim, node, vmid):
+    """{name: (holds memory, parent)} of the VM's snapshots, and its current snapshot, read by
+    the test's own proxmoxer session (PVE's ``current`` entry is the VM itself)."""
+    entries = sim.oracle.nodes(node).qemu(vmid).snapshot.get()
+    current = [e.get("parent") for e in entries if e["name"] == "current"]
+    return ({e["name"]: (bool(e.get("vmstate")), e.get("parent"))
+             for e in entries if e["name"] != "current"}, current[0] if current else None)
+
+
+@BOTH_PATHS
+def test_proxmox_snapshot_revert_retention_and_absent(simulated_pve, tmp_path):
+    sim = simulated_pve
+    runner = Snapshots(tmp_path, sim.provider)
+    run = runner.run([
+        {"name": "create", "resilient.virt.vm": {  # LVM-thin: a storage that keeps snapshots
+            "name": "snap1", "vcpus": 1, "memory_mb": 512, "disks": [{"size_gb": 1}],
+            "placement": {"datastore": "local-lvm"}, "state": "running"}},
+        {"name": "raw", "resilient.virt.vm": {  # a raw image on a directory storage
+            "name": "raw1", "vcpus": 1, "memory_mb": 512, "disks": [{"size_gb": 1}],
+            "placement": {"datastore": "vmdata"}, "state": "running"}},
+        snap("raw refused", vm="raw1", name="s1"),
+        snap("take", vm="snap1", name="before", memory=True, pinned=True, description="pre"),
+        snap("again", vm="snap1", name="before", memory=True, pinned=True, description="pre"),
+        snap("quiesced", vm="snap1", name="quiesced", quiesce=True),
+        snap("best effort", vm="snap1", name="disk", quiesce="best_effort"),
+        snap("bad name", vm="snap1", name="1st"),
+        {"name": "info", "resilient.virt.vm_info": {"name": "snap1", "snapshots": True}},
+    ])
+    vm = ok(run, "create")["vm"]
+    node, vmid = vm["hypervisor"], sim.vm_id("snap1")
+    pve = sim.oracle.nodes(node).qemu(vmid)
+    taken = ok(run, "take")
+    assert taken["changed"] and taken["snapshot"]["memory"] and taken["snapshot"]["pinned"]
+    assert taken["snapshot"]["description"] == "pre" and taken["snapshot"]["vm_state"] == "running"
+    assert ok(run, "again")["changed"] is False
+    assert "no quiesce option" in refused(run, "quiesced", "NotSupported")
+    best = ok(run, "best effort")
+    assert "no quiesce option" in best["not_quiesced"] and best["snapshot"]["quiesced"] is False
+    assert best["snapshot"]["memory"] is False and best["snapshot"]["vm_state"] == "stopped"
+    assert "'1st'" in refused(run, "bad name", "InvalidSpec")
+    assert "keeps no snapshots" in refused(run, "raw refused", "NotSupported")
+    raw = sim.oracle.nodes(ok(run, "raw")["vm"]["hypervisor"]).qemu(sim.vm_id("raw1"))
+    assert [e["name"] for e in raw.snapshot.get()] == ["current"]  # nothing made
+    listed = ok(run, "info")["vms"][0]["snapshots"]
+    assert [(s["name"], s["memory"], s["current"], s["parent"]) for s in listed] == \
+        [("before", True, False, None), ("disk", False, True, "before")]
+    assert all(s["created"].endswith("Z") for s in listed)
+    assert _pve_snapshots(sim, node, vmid) == (
+        {"before": (True, None), "disk": (False, "before")}, "disk")
+
+    pve.config.put(memory=1024)  # changed after the snapshots, and the VM stopped
+    pve.status.stop.post()
+    run = runner.run([snap("to memory", vm="snap1", name="before", state="reverted")])
+    assert ok(run, "to memory")["vm"]["state"] == "running"
+    assert pve.status.current.get()["status"] == "running"  # the snapshot holds memory
+    assert int(pve.config.get()["memory"]) == 512  # the snapshot's configuration is back
+    run = runner.run([snap("to disk", vm="snap1", name="disk", state="reverted")])
+    assert ok(run, "to disk")["vm"]["state"] == "stopped"
+    assert pve.status.current.get()["status"] == "stopped"  # no memory: left stopped
+    assert _pve_snapshots(sim, node, vmid)[1] == "disk"
+
+    run = runner.run([snap("gone", vm="snap1", name="disk", state="absent")]
+                     + [snap("keep %s" % n, vm="snap1", name=n, keep_last=2)
+                        for n in ("n1", "n2", "n3")])
+    assert ok(run, "gone")["changed"]
+    assert ok(run, "keep n3")["pruned"] == ["n1"]
+    assert sorted(_pve_snapshots(sim, node, vmid)[0]) == ["before", "n2", "n3"]  # pinned kept
+    run = runner.run([snap("delete", vm="snap1", name="n3", state="absent"),
+                      snap("deleted", vm="snap1", name="n3", state="absent")])
+    assert ok(run, "delete")["changed"] and ok(run, "deleted")["changed"] is False
+    assert _pve_snapshots(sim, node, vmid)[0] == {"before": (True, None), "n2": (False, "before")}

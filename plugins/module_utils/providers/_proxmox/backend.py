@@ -18,7 +18,8 @@ QuotaExceeded, refused parameters an InvalidSpec naming the spec's field.
 
 This file holds the options, the login, the error mapping and the reads; ``create.py`` creates
 and clones VMs, ``edit.py`` changes them, ``power.py`` powers them, ``delete.py`` deletes them
-(an HA resource taken out of HA first), ``vm_dict.py`` and
+(an HA resource taken out of HA first), ``snapshots.py`` takes, lists, reverts and deletes
+snapshots, ``vm_dict.py`` and
 ``guest.py`` make VM dicts of PVE's answers, ``spec.py`` checks specs.
 """
 import re
@@ -31,7 +32,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._vm_schem
 from ansible_collections.resilient.virt.plugins.module_utils.providers._tls import (
     certificate_error, check_ca_path)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
-    Option, Provider, check_filters, match_filters)
+    SNAPSHOT_CAPABILITIES, Option, Provider, check_filters, match_filters)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.create import (
     create as create_vm)
@@ -45,6 +46,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.
     power as power_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.session import (
     Session)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox import snapshots
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.spec import (
     MAX_NAME_LENGTH, validate_spec)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.tasks import (
@@ -66,7 +68,8 @@ class ProxmoxProvider(SharedConnectionMixin, Provider):
 
     type_name = "proxmox"
     capabilities = frozenset(("validate", "list_hypervisors", "list_vms", "describe", "find",
-                              "create", "delete", "power", "reconfigure", "task_status"))
+                              "create", "delete", "power", "reconfigure", "task_status")
+                             + SNAPSHOT_CAPABILITIES)
     reconfigurable = frozenset(("vcpus", "memory_mb", "metadata", "tags", "autostart"))
     options = dict(Provider.options, **{
         "host": Option(required=True, env="PROXMOX_HOST",
@@ -299,6 +302,19 @@ class ProxmoxProvider(SharedConnectionMixin, Provider):
         """State of the PVE task ``task_id`` (a UPID): running, success or error."""
         upid_node(task_id)
         return status_of(self.session(), task_id)
+
+    # -- snapshots (snapshots.py) -----------------------------------------------------------------
+    def list_snapshots(self, name):
+        return snapshots.list_snapshots(self, name)
+
+    def create_snapshot(self, name, snapshot, description="", memory=False, quiesce=False):
+        return snapshots.create_snapshot(self, name, snapshot, description, memory, quiesce)
+
+    def delete_snapshot(self, name, snapshot):
+        return snapshots.delete_snapshot(self, name, snapshot)
+
+    def revert_snapshot(self, name, snapshot):
+        return snapshots.revert_snapshot(self, name, snapshot)
 
 
 @hookimpl
