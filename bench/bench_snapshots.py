@@ -263,8 +263,8 @@ def run_vsphere(args, workdir, result):
     """The vSphere part: fills ``result["vsphere"]``."""
     vcsim = importlib.import_module("vcsim")
     run_dir = os.path.join(workdir, "vsphere")
-    settings = dict(vcsim.start(run_dir, bin_dir=os.path.join(vcsim.DEFAULT_RUN_DIR, "vcsim",
-                                                                "bin")))
+    bin_dir = os.path.join(vcsim.DEFAULT_RUN_DIR, "vcsim", "bin")
+    settings = dict(vcsim.start(run_dir, bin_dir=bin_dir))
     samples = dict((side, []) for side in SIDES)
     try:
         pid = vcsim.status(run_dir)["pid"]
@@ -313,8 +313,8 @@ def _print_libvirt(result):
     print("Snapshot and revert of a running VM (TCG, no OS, 64 MiB) on %s whose qcow2 v3 disk "
           "(%d MiB) is full of data; internal snapshots with memory; medians of %d rounds. "
           "Tasks: durations from the ansible.posix.json callback after a warm-up task; virsh: "
-          "one process run each.\n" % (settings["hypervisor"], settings["size_mib"],
-                                        settings["rounds"]))
+          "one process run each.\n"
+          % (settings["hypervisor"], settings["size_mib"], settings["rounds"]))
     print("| case | take s | revert s | take + revert s |")
     print("|---|---:|---:|---:|")
     for label, title in (("task", "vm_snapshot tasks"),

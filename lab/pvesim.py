@@ -47,8 +47,8 @@ TEMPLATE_NAME = "tpl"
 
 def _paths(run_dir):
     base = os.path.join(os.path.abspath(run_dir or DEFAULT_RUN_DIR), NAME)
-    return {name: os.path.join(base, name) for name in ("pid", "log", "url", "password", "tls",
-                                                         "lock")} | {"base": base}
+    names = ("pid", "log", "url", "password", "tls", "lock")
+    return {name: os.path.join(base, name) for name in names} | {"base": base}
 
 
 def _read(path):

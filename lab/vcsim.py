@@ -185,8 +185,8 @@ def _patched_gopath(gopath):
                               stderr=subprocess.STDOUT, text=True)
         if proc.returncode != 0:
             raise RuntimeError("%s does not apply to govmomi's simulator package in %s (another "
-                               "govmomi version?):\n%s" % (os.path.basename(path), source,
-                                                             proc.stdout))
+                               "govmomi version?):\n%s"
+                               % (os.path.basename(path), source, proc.stdout))
 
 
 def _password(paths):

@@ -75,7 +75,7 @@ def _breakers(core, breakers):
         "Circuit breaker state of the provider: 1 for the current state, 0 for the others.",
         labels=PROVIDER + ["state"])
     counters = [(field, core.CounterMetricFamily(PREFIX + "circuit_breaker_" + field, text,
-                                                  labels=PROVIDER))
+                                                 labels=PROVIDER))
                 for field, text in _BREAKER_COUNTERS]
     for breaker in sorted(breakers, key=lambda b: str(b.get("name"))):
         labels = _provider(breaker.get("name"))

@@ -176,8 +176,8 @@ def test_errors_after_the_arguments_show_no_secret(lab, tmp_path, secrets):
         _assert_hidden(secrets, stored.decode("utf-8", "replace"))
 
 
-def test_a_successful_play_shows_no_secret(lab, vsphere, vsphere_plain_http, simulated_pve, start_redis,
-                                          tmp_path, secrets):
+def test_a_successful_play_shows_no_secret(lab, vsphere, vsphere_plain_http, simulated_pve,
+                                           start_redis, tmp_path, secrets):
     """Real hypervisor (password in its URI), real simulators (the lab's over HTTPS, one over
     plain HTTP, which warns; a Proxmox VE simulator with a password and with an API token),
     real password-protected Redis."""

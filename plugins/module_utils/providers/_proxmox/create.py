@@ -59,8 +59,8 @@ def create(provider, spec):
     node = choose_node(session, node, records)
     storage = storage or provider.config["storage"]
     return _with_free_vmid(session, spec["name"], lambda vmid: session.post(
-        "nodes", node, "qemu", **create_parameters(spec, vmid, storage,
-                                                   provider.config["bridge"], pool)),
+        "nodes", node, "qemu",
+        **create_parameters(spec, vmid, storage, provider.config["bridge"], pool)),
         "creating VM %r" % spec["name"])
 
 
@@ -108,7 +108,7 @@ def _clone(session, spec, vms, records, node, storage, pool):
     source = _source(session, spec["template"], vms)
     target = choose_node(session, node, records) if node else source["node"]
     full = _full(spec, source, storage)
-    config, _ = config_of(session.get("nodes", source["node"], "qemu", source["vmid"], "pending"))
+    config = config_of(session.get("nodes", source["node"], "qemu", source["vmid"], "pending"))[0]
     nics = len(spec["interfaces"]) if "interfaces" in spec else len(interfaces_of(config))
     if "cloud_init" in spec:
         cloud_init_parameters(spec["cloud_init"], nics)  # its errors before anything is made

@@ -296,8 +296,9 @@ def _network_parameters(config, nics):
         if len(v4) > 1 or len(v6) > 1:
             errors.append((path + ".addresses", "Proxmox's cloud-init sets one IPv4 and one "
                            "IPv6 address per interface"))
-        for key in sorted(set(eth) - {"dhcp4", "dhcp6", "addresses", "gateway4", "gateway6",
-                                       "nameservers", "match", "set-name"}):
+        known = {"dhcp4", "dhcp6", "addresses", "gateway4", "gateway6", "nameservers", "match",
+                 "set-name"}
+        for key in sorted(set(eth) - known):
             errors.append(("%s.%s" % (path, key), "Proxmox's own cloud-init cannot set it"))
         servers.update(map(str, (eth.get("nameservers") or {}).get("addresses") or []))
         if parts:

@@ -160,7 +160,7 @@ def _prepare_restore(provider, session, request, name, vm):
 
 def _handle_vm(provider, session, handle):
     return locate_vm(provider, session, handle.get("vm"), handle.get("vm_moref"),
-                   handle.get("vm_uuid"))
+                     handle.get("vm_uuid"))
 
 
 def backup_start(provider, handle):
@@ -317,7 +317,7 @@ def backup_delete(provider, artifact):
     location = artifact.get("location") if isinstance(artifact.get("location"), dict) else {}
     session = provider.session()
     found = locate_vm(provider, session, artifact.get("vm"), location.get("vm"),
-                    location.get("vm_uuid"))
+                      location.get("vm_uuid"))
     if found is None:
         return True
     ref, props = found

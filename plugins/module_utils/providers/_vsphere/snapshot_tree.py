@@ -151,8 +151,8 @@ def remove_snapshot(provider, session, ref, props, node):
         if fault_name(exc) == GONE:
             return
         raise
-    info = wait_task(provider, session, task._moId, "removing snapshot %r of VM %r"
-                 % (node.name, props.get("name")))
+    info = wait_task(provider, session, task._moId,
+                     "removing snapshot %r of VM %r" % (node.name, props.get("name")))
     error = info.get("info.error") if info is not None else None
     if error is not None:
         current = vm_props(session, ref)
@@ -160,5 +160,3 @@ def remove_snapshot(provider, session, ref, props, node):
                                       for n, p in snapshot_tree(current)):
             return
         raise error
-
-

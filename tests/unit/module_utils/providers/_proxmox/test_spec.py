@@ -40,8 +40,8 @@ def test_a_full_spec_becomes_pves_parameters():
 
 
 def test_a_clones_added_disks_take_the_next_free_slots():
-    spec = validate_spec({"name": "c", "template": "tpl", "disks": [{"size_gb": 4},
-                                                                   {"size_gb": 8}]})
+    spec = validate_spec({"name": "c", "template": "tpl",
+                          "disks": [{"size_gb": 4}, {"size_gb": 8}]})
     assert hardware_parameters(spec, "vmdata", "vmbr0", first_slots={"scsi": 1}) == {
         "scsi1": "vmdata:4", "scsi2": "vmdata:8"}
 

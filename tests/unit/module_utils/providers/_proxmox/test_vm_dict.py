@@ -36,7 +36,7 @@ def test_config_and_its_pending_changes():
 
 
 def test_disks_in_device_order_without_cdroms_and_cloud_init():
-    config, _ = config_of(PENDING)
+    config = config_of(PENDING)[0]
     assert disks_of(config) == [
         {"bus": "scsi", "slot": "scsi0", "storage": "vmdata",
          "volume": "vmdata:base-9000-disk-0/101/vm-101-disk-0.qcow2", "size_gb": 32},
@@ -53,7 +53,7 @@ def test_disk_slots_sort_as_numbers():
 
 
 def test_interfaces_with_model_mac_bridge_vlan():
-    config, _ = config_of(PENDING)
+    config = config_of(PENDING)[0]
     assert interfaces_of(config) == [
         {"slot": "net0", "model": "virtio", "mac": "bc:24:11:aa:00:01", "bridge": "vmbr0",
          "vlan": None},
@@ -111,7 +111,7 @@ def test_vcpus(config, vcpus):
 
 
 def test_uuid_and_agent():
-    config, _ = config_of(PENDING)
+    config = config_of(PENDING)[0]
     assert uuid_of(config) == "6f1c2e4a-8a39-4c6b-9c0b-52d1e1b0a7f1"
     assert uuid_of({}) is None
     assert agent_enabled(config) is True
