@@ -22,8 +22,8 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.
 __all__ = ("list_snapshots", "create_snapshot", "delete_snapshot", "revert_snapshot")
 
 CURRENT = "current"  # PVE's pseudo-entry for the VM's own state
-# PVE's snapshot names (its pve-snapshot-name format): a letter, then letters, digits, _ and -
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+# PVE's snapshot names (its pve-configid format): a letter, then letters, digits, _ and -
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]+$")
 MAX_NAME_LENGTH = 40
 NO_FEATURE = "snapshot feature is not available"  # PVE's has_feature('snapshot') refusal
 NO_QUIESCE = ("Proxmox VE's snapshot API has no quiesce option and does not report whether the "
@@ -87,8 +87,8 @@ def _check_name(snapshot):
     if not isinstance(snapshot, str) or not _NAME.match(snapshot) or \
             len(snapshot) > MAX_NAME_LENGTH or snapshot.lower() in (CURRENT, "pending"):
         raise field_error("name", "snapshot name %r is not one Proxmox VE takes: a letter, then "
-                          "letters, digits, _ or - (at most %d characters; not 'current' or "
-                          "'pending')" % (snapshot, MAX_NAME_LENGTH))
+                          "at least one more letter, digit, _ or - (at most %d characters; not "
+                          "'current' or 'pending')" % (snapshot, MAX_NAME_LENGTH))
 
 
 def create_snapshot(provider, name, snapshot, description="", memory=False, quiesce=False):

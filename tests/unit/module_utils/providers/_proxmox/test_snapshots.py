@@ -32,7 +32,7 @@ def test_a_snapshot_dict():
         (None, False, "stopped", False)
 
 
-@pytest.mark.parametrize("name", ["1st", "current", "Pending", "with space", "x" * 41, ""])
+@pytest.mark.parametrize("name", ["1st", "a", "current", "Pending", "with space", "x" * 41, ""])
 def test_names_pve_refuses(name):
     with pytest.raises(InvalidSpec) as caught:
         _check_name(name)
