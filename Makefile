@@ -77,6 +77,9 @@ check: deps link
 
 lint: deps link
 	$(PYTHON) -m ruff check .
+	@# what ansible-test sanity's pep8 test checks and ruff does not (continuation lines)
+	$(PYTHON) -m pycodestyle --max-line-length 160 --ignore E402,W503,W504,E741,E203,E701,E704 \
+	  $$(git ls-files '*.py')
 	cd $(COLLECTIONS) && $(PYTHON) -m mypy --python-version 3.10 --ignore-missing-imports \
 	  --follow-imports=silent --disallow-untyped-defs --no-error-summary \
 	  $(foreach m,$(TYPED),-p ansible_collections.resilient.virt.plugins.module_utils.$(m))
