@@ -22,6 +22,11 @@ description:
     backup checkpoints (QEMU cannot revert a disk that carries their bitmaps)."
   - "vSphere: CreateSnapshot_Task, RemoveSnapshot_Task (children keep their data) and
     RevertToSnapshot_Task, each followed to its end; the tree as vCenter keeps it."
+  - "Proxmox VE: PVE's snapshot, delete and rollback tasks, followed by their UPID (O(memory) is
+    PVE's C(vmstate)). PVE has no quiesce option: O(quiesce=true) is refused with NotSupported
+    before anything is made, V(best_effort) takes the snapshot unquiesced and says so. A VM
+    with a disk on a storage that keeps no snapshots (a raw image on a directory storage) is
+    refused with NotSupported."
 author:
   - resilient.virt developers (!UNKNOWN)
 options:
@@ -33,7 +38,8 @@ options:
     required: true
   name:
     description:
-      - The snapshot's name. libvirt refuses V(/) in it.
+      - The snapshot's name. libvirt refuses V(/) in it; Proxmox VE takes a letter, then at
+        least one more letter, digit, V(_) or V(-) (at most 40 characters).
     type: str
     required: true
   state:
