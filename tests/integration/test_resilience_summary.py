@@ -44,7 +44,7 @@ def _summary(stdout):
     return rows
 
 
-def _run(tmp_path, tasks, store, metrics, name, extra_env=None):
+def run_with_summary(tmp_path, tasks, store, metrics, name, extra_env=None):
     """ansible-playbook with the callback on; the JSON document is read from the part of
     stdout before the summary (both callbacks print to stdout)."""
     env = dict(plugin_env("observer_plugin"), ANSIBLE_CALLBACKS_ENABLED=CALLBACK,
@@ -67,18 +67,24 @@ def _provider(lab, hv):
     return {"type": "libvirt", "name": "sum-" + hv, "uri": lab.hypervisor(hv).uri}
 
 
-def test_summary_and_metrics_count_an_outage(lab, outage, tmp_path, task_path):
-    store = "sqlite://%s" % (tmp_path / "state.db")
-    metrics = str(tmp_path / "resilient_virt.prom")
-    outage.stop("hv1")
-    tasks = [
+def outage_tasks(lab):
+    """A healthy hypervisor described once per host, then a loop of VMs on hv1 (which the test
+    stops) whose breaker opens, and the breaker's record read back."""
+    return [
         {"name": "healthy", "resilient.virt.vm_info": {"provider": _provider(lab, "hv2"), "name": "none-here"}},
         {"name": "dead", "resilient.virt.vm_info": {
             "provider": _provider(lab, "hv1"), "name": "vm-{{ item }}", "resilience": RESILIENCE},
          "loop": list(range(ITEMS)), "ignore_errors": True},
         {"name": "breakers", "resilient.virt.circuit_breaker": {"name": "libvirt:sum-hv1"}, "run_once": True},
     ]
-    run, parsed, outcomes = _run(tmp_path, tasks, store, metrics, "outage")
+
+
+def test_summary_and_metrics_count_an_outage(lab, outage, tmp_path, task_path):
+    store = "sqlite://%s" % (tmp_path / "state.db")
+    metrics = str(tmp_path / "resilient_virt.prom")
+    outage.stop("hv1")
+    tasks = outage_tasks(lab)
+    run, parsed, outcomes = run_with_summary(tmp_path, tasks, store, metrics, "outage")
     print("\n" + run.stdout[run.stdout.index(BANNER):])
     assert run.rc == 0, run.describe()
     rows = _summary(run.stdout)
@@ -149,7 +155,7 @@ def test_summary_and_metrics_count_an_outage(lab, outage, tmp_path, task_path):
     # a second run adds to the first and pushes the totals to a Pushgateway
     gateway = prometheus_stack.pushgateway(str(tmp_path))
     try:
-        again, _parsed, _outcomes = _run(tmp_path, tasks[:1], store, metrics, "again", extra_env={
+        again, _parsed, _outcomes = run_with_summary(tmp_path, tasks[:1], store, metrics, "again", extra_env={
             "RESILIENT_VIRT_SUMMARY_PUSHGATEWAY_URL": gateway.url,
             "RESILIENT_VIRT_SUMMARY_PUSHGATEWAY_JOB": "virt-test"})
         assert again.rc == 0 and "WARNING" not in again.stderr, again.describe()
@@ -174,7 +180,7 @@ def test_an_unreadable_store_falls_back_to_the_results(lab, tmp_path, task_path)
     # the callback reads a Redis store nobody listens on (with a password that must not show);
     # the tasks keep theirs (module_defaults)
     env = {"RESILIENT_VIRT_STATE_STORE": "redis://:%s@127.0.0.1:1/0" % SECRET}
-    run, parsed, outcomes = _run(tmp_path, tasks, store, metrics, "fallback", extra_env=env)
+    run, parsed, outcomes = run_with_summary(tmp_path, tasks, store, metrics, "fallback", extra_env=env)
     assert run.rc == 0, run.describe()
     assert "could not be read from the state store" in run.stderr, run.stderr
     assert SECRET not in run.output and "Traceback" not in run.output
