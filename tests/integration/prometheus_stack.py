@@ -79,7 +79,6 @@ def pushgateway(directory):
     return Daemon("pushgateway", [PUSHGATEWAY, "--web.listen-address=127.0.0.1:{port}"], directory)
 
 
-
 def node_exporter(directory, textfile_directory):
     """node_exporter with every collector off but the textfile one, on ``textfile_directory``."""
     return Daemon("node_exporter", [
