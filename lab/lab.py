@@ -26,6 +26,7 @@ import xml.etree.ElementTree as ET
 
 import pvesim  # lab/pvesim.py and lab/vcsim.py: this directory is on sys.path for the script
 import vcsim  # and for its importers
+from runstate import process_state  # lab/runstate.py
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_RUN_DIR = os.path.join(REPO_ROOT, "lab", "run")
@@ -85,18 +86,9 @@ class LabError(Exception):
 
 # ---------------------------------------------------------------- processes
 
-def _proc_state(pid):
-    """Return the one-letter state of ``pid`` ("R", "S", "T", "Z", ...) or None if it is gone."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
 def _alive(pid):
     """True if ``pid`` exists and is not a zombie."""
-    return _proc_state(pid) not in (None, "Z")
+    return process_state(pid) not in (None, "Z")
 
 
 def _comm(pid):
@@ -245,7 +237,7 @@ class Hypervisor:
         pid = self.daemon_pid("libvirtd")
         if pid is None:
             return "stopped"
-        return "frozen" if _proc_state(pid) in ("T", "t") else "running"
+        return "frozen" if process_state(pid) in ("T", "t") else "running"
 
     # -- setup and start
 
@@ -593,7 +585,7 @@ class Lab:
                            % (name, name))
         _signal([pid], signal.SIGSTOP)
         end = time.monotonic() + KILL_GRACE
-        while _proc_state(pid) not in ("T", "t"):
+        while process_state(pid) not in ("T", "t"):
             if time.monotonic() > end:
                 raise LabError("%s: libvirtd (pid %d) did not stop on SIGSTOP" % (name, pid))
             time.sleep(0.01)

@@ -33,6 +33,7 @@ import urllib.error
 import urllib.request
 
 import vcsim  # lab/vcsim.py: the lab CA
+from runstate import process_state, read_text, write_private
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_RUN_DIR = os.path.join(HERE, "run")
@@ -51,27 +52,12 @@ def _paths(run_dir):
     return {name: os.path.join(base, name) for name in names} | {"base": base}
 
 
-def _read(path):
-    try:
-        with open(path) as handle:
-            return handle.read().strip()
-    except FileNotFoundError:
-        return None
-
-
-def _write_private(path, text):
-    fd = os.open(path + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(path + ".new", path)
-
-
 def _password(paths):
     """The simulator's root@pam password: generated once, kept in a 0600 file."""
-    password = _read(paths["password"])
+    password = read_text(paths["password"])
     if not password:
         password = secrets.token_urlsafe(18)
-        _write_private(paths["password"], password + "\n")
+        write_private(paths["password"], password + "\n")
     return password
 
 
@@ -111,7 +97,7 @@ async def _serve(paths, port, cert, key):
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopped.set)
-    _write_private(paths["url"], pve.url + "\n")
+    write_private(paths["url"], pve.url + "\n")
     await stopped.wait()
     await pve.stop()
 
@@ -129,7 +115,7 @@ def _cmdline(pid):
 def _running(paths):
     """The pid of this run directory's simulator process, or None (a stale pid file or a
     reused pid is never trusted: the process must be ``pvesim.py serve`` of this directory)."""
-    text = _read(paths["pid"]) or ""
+    text = read_text(paths["pid"]) or ""
     if not text.isdigit():
         return None
     pid = int(text)
@@ -138,15 +124,7 @@ def _running(paths):
     args = [a.decode(errors="replace") for a in _cmdline(pid)]
     ours = (any(a.endswith("pvesim.py") for a in args) and "serve" in args
             and os.path.dirname(paths["base"]) in args)
-    return pid if ours and _state(pid) not in (None, "Z") else None
-
-
-def _state(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
+    return pid if ours and process_state(pid) not in (None, "Z") else None
 
 
 def _answers(url, ca, timeout=2.0):
@@ -176,7 +154,7 @@ def _settings(paths, url):
 
 
 def _log_tail(paths, lines=20):
-    return "\n".join((_read(paths["log"]) or "").splitlines()[-lines:])
+    return "\n".join((read_text(paths["log"]) or "").splitlines()[-lines:])
 
 
 def _launch(paths, run_dir, port, timeout):
@@ -192,12 +170,12 @@ def _launch(paths, run_dir, port, timeout):
                                 start_new_session=True, close_fds=True, cwd="/")
     finally:
         os.close(log_fd)
-    _write_private(paths["pid"], "%d\n" % proc.pid)
+    write_private(paths["pid"], "%d\n" % proc.pid)
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if proc.poll() is not None:
             return None
-        url = _read(paths["url"])
+        url = read_text(paths["url"])
         if url and _answers(url, ca):
             return url
         time.sleep(0.05)
@@ -215,7 +193,7 @@ def start(run_dir=None, port=None, timeout=60.0):
     paths = _paths(run_dir)
     os.makedirs(paths["base"], mode=0o700, exist_ok=True)
     with vcsim._locked(paths["lock"]):
-        url = _read(paths["url"])
+        url = read_text(paths["url"])
         if _running(paths) and url and _answers(url, _lab_ca(paths)):
             return _settings(paths, url)
         stop(run_dir)
@@ -234,11 +212,11 @@ def _terminate(pid, timeout):
         os.kill(pid, signal.SIGCONT)
         os.kill(pid, signal.SIGTERM)
     end = time.monotonic() + timeout
-    while time.monotonic() < end and _state(pid) not in (None, "Z"):
+    while time.monotonic() < end and process_state(pid) not in (None, "Z"):
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(pid, os.WNOHANG)
         time.sleep(0.05)
-    if _state(pid) not in (None, "Z"):
+    if process_state(pid) not in (None, "Z"):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(ChildProcessError, OSError):
@@ -260,7 +238,7 @@ def status(run_dir=None):
     """Describe the simulator: running, pid, url, log path and provider settings (or None)."""
     paths = _paths(run_dir)
     pid = _running(paths)
-    url = _read(paths["url"]) if pid else None
+    url = read_text(paths["url"]) if pid else None
     return {"running": pid is not None, "pid": pid, "url": url, "log": paths["log"],
             "nodes": list(NODES), "provider": _settings(paths, url) if url else None}
 

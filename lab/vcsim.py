@@ -39,6 +39,8 @@ import time
 import urllib.error
 import urllib.request
 
+from runstate import process_state, read_text, write_private  # lab/runstate.py
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.path.join(HERE, "vcsim")
 DEFAULT_RUN_DIR = os.path.join(HERE, "run")
@@ -108,21 +110,6 @@ def _source_digest():
     return digest.hexdigest()
 
 
-def _read(path):
-    try:
-        with open(path) as handle:
-            return handle.read().strip()
-    except FileNotFoundError:
-        return None
-
-
-def _write_private(path, text):
-    fd = os.open(path + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(path + ".new", path)
-
-
 def build(run_dir=None, bin_dir=None):
     """Build the simulator unless the cached binary matches ``main.go`` and the patches; return
     its path.
@@ -141,7 +128,7 @@ def build(run_dir=None, bin_dir=None):
 
 def _build(paths):
     digest = _source_digest()
-    if os.path.exists(paths["bin"]) and _read(paths["stamp"]) == digest:
+    if os.path.exists(paths["bin"]) and read_text(paths["stamp"]) == digest:
         return paths["bin"]
     go = shutil.which("go")
     if go is None:
@@ -157,7 +144,7 @@ def _build(paths):
         raise RuntimeError("building the simulator failed (is golang-github-vmware-govmomi-dev "
                            "installed?):\n" + proc.stdout)
     os.replace(partial, paths["bin"])
-    _write_private(paths["stamp"], digest + "\n")
+    write_private(paths["stamp"], digest + "\n")
     return paths["bin"]
 
 
@@ -191,23 +178,21 @@ def _patched_gopath(gopath):
 
 def _password(paths):
     """The lab password: generated once, kept in a 0600 file."""
-    password = _read(paths["password"])
+    password = read_text(paths["password"])
     if not password:
         password = secrets.token_urlsafe(18)
-        _write_private(paths["password"], password + "\n")
+        write_private(paths["password"], password + "\n")
     return password
 
 
 def _alive(pid, binary):
     """True if ``pid`` runs ``binary`` and is not a zombie (pids get reused)."""
     try:
-        with open("/proc/%d/stat" % pid) as handle:
-            state = handle.read().rsplit(")", 1)[1].split()[0]
         exe = os.readlink("/proc/%d/exe" % pid)
     except (FileNotFoundError, ProcessLookupError, PermissionError, IndexError):
         return False
     exe = os.path.realpath(exe.replace(" (deleted)", ""))
-    return state != "Z" and exe == os.path.realpath(binary)
+    return process_state(pid) not in (None, "Z") and exe == os.path.realpath(binary)
 
 
 def _reap(pid):
@@ -218,7 +203,7 @@ def _reap(pid):
 
 def _running(paths):
     """(pid, binary) of the running simulator from the pid file, or (None, None)."""
-    lines = (_read(paths["pid"]) or "").splitlines()
+    lines = (read_text(paths["pid"]) or "").splitlines()
     if len(lines) != 2 or not lines[0].isdigit():
         return None, None
     pid, binary = int(lines[0]), lines[1]
@@ -311,7 +296,7 @@ def _settings(paths, url):
     settings = {"type": "vsphere", "name": NAME, "host": HOST, "port": _port(url),
                 "protocol": url.split("://", 1)[0], "username": USERNAME,
                 "password": _password(paths)}
-    trust = _read(paths["trust"])
+    trust = read_text(paths["trust"])
     if settings["protocol"] == "https" and trust:  # tls="ca": verified with the lab CA
         settings["ca_path"] = trust
     elif settings["protocol"] == "https":  # tls=True: a self-signed certificate
@@ -323,11 +308,11 @@ def _mode(paths, url):
     """What the simulator at ``url`` serves, as start()'s ``tls``: "ca", True or False."""
     if not url.startswith("https://"):
         return False
-    return "ca" if _read(paths["trust"]) else True
+    return "ca" if read_text(paths["trust"]) else True
 
 
 def _log_tail(paths, lines=20):
-    text = _read(paths["log"]) or ""
+    text = read_text(paths["log"]) or ""
     return "\n".join(text.splitlines()[-lines:])
 
 
@@ -344,12 +329,12 @@ def _launch(paths, port, flags, timeout):
                                 stderr=log_fd, start_new_session=True, close_fds=True)
     finally:
         os.close(log_fd)
-    _write_private(paths["pid"], "%d\n%s\n" % (proc.pid, paths["bin"]))
+    write_private(paths["pid"], "%d\n%s\n" % (proc.pid, paths["bin"]))
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if proc.poll() is not None:
             return None
-        url = _read(paths["url"])
+        url = read_text(paths["url"])
         if url and _answers(url):
             return url
         time.sleep(0.05)
@@ -385,7 +370,7 @@ def start(run_dir=None, port=None, timeout=60.0, bin_dir=None, tls="ca", **model
                         % (", ".join(unknown), ", ".join(sorted(MODEL_FLAGS))))
     _mkdirs(paths)
     with _locked(paths["lock"]):
-        url = _read(paths["url"])
+        url = read_text(paths["url"])
         pid, binary = _running(paths)
         if pid and url and _answers(url):
             if _mode(paths, url) == tls:
@@ -398,7 +383,7 @@ def start(run_dir=None, port=None, timeout=60.0, bin_dir=None, tls="ca", **model
         if tls == "ca":
             ca, cert, key = _certificates(paths, tls_names)
             flags += ["-tls-cert", cert, "-tls-key", key]
-            _write_private(paths["trust"], ca + "\n")
+            write_private(paths["trust"], ca + "\n")
         else:
             model["tls"] = tls
         for key, value in sorted(model.items()):
@@ -487,7 +472,7 @@ def status(run_dir=None):
     """Describe the simulator: running, pid, url, log path and provider settings (or None)."""
     paths = _paths(run_dir)
     pid, _binary = _running(paths)
-    url = _read(paths["url"]) if pid else None
+    url = read_text(paths["url"]) if pid else None
     return {"running": pid is not None, "pid": pid, "url": url, "log": paths["log"],
             "provider": _settings(paths, url) if url else None}
 
