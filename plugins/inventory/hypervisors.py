@@ -118,6 +118,9 @@ options:
     description:
       - Also read each VM's disks and interfaces, for the C(disks) and C(interfaces) variables.
       - Off by default because a vCenter's device lists are most of what listing its VMs costs.
+      - On Proxmox VE it also reads C(uuid), C(metadata) and C(autostart), which live in each
+        VM's configuration; without it a Proxmox provider answers with one request and leaves
+        them empty.
     type: bool
     default: false
   vm_filters:

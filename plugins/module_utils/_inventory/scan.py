@@ -4,9 +4,10 @@
 
 :func:`scan` runs one job per provider on at most ``concurrency`` threads. A job opens the
 provider through the resilience policy (its circuit breaker, rate limit, retries and attempt
-timeouts, with ``timeout`` as the deadline of each call) and lists its hypervisors, then its VMs
-when asked; the whole job is cut off after ``timeout`` seconds whatever happens inside, so one
-provider never costs more than that; a job cut off while retrying answers with the error it was
+timeouts, with ``timeout`` as the deadline of each call) and lists its hypervisors, with its VMs
+when asked (``list_hypervisors_and_vms``: one request on a backend that can); the whole job is
+cut off after ``timeout`` seconds whatever happens inside, so one provider never costs more than
+that; a job cut off while retrying answers with the error it was
 retrying. The answer of a provider is a JSON-able dict (see
 :func:`_answer`); a failed one carries its error instead of hosts.
 
@@ -72,11 +73,12 @@ def _ask(name, config, settings, store, include_vms, vm_filters, timeout, detail
 
     def work():
         provider = box["provider"] = open_provider(config, settings, store)
-        hypervisors = provider.list_hypervisors()
         if not include_vms:
-            return hypervisors, []
-        listing = provider.list_vms if details else provider.list_vm_summaries
-        return hypervisors, listing(vm_filters or None)
+            return provider.list_hypervisors(), []
+        if details:
+            return provider.list_hypervisors(), provider.list_vms(vm_filters or None)
+        both = provider.list_hypervisors_and_vms(vm_filters or None)
+        return both["hypervisors"], both["vms"]
 
     try:
         hypervisors, vms = run_with_timeout(work, timeout, "inventory of provider %s" % name)
@@ -131,8 +133,8 @@ def scan(providers, settings_for, store, include_vms=False, vm_filters=None, con
 
     ``settings_for(name)`` gives the ResilienceSettings of a provider; ``store`` is the state
     store of the breakers. Providers are asked ``concurrency`` at a time; each answer comes
-    within ``timeout`` seconds. VMs come from ``list_vm_summaries`` unless ``details`` asks for
-    their disks and interfaces too (``list_vms``).
+    within ``timeout`` seconds. VMs come with the hypervisors from ``list_hypervisors_and_vms``
+    unless ``details`` asks for their disks and interfaces too (``list_vms``).
     """
     from concurrent.futures import ThreadPoolExecutor
 

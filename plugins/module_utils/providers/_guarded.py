@@ -1,7 +1,8 @@
 """GuardedProvider: a Provider whose every call goes through the resilience Policy and the hooks.
 
 Operation classes (they pick the time limit of each attempt): validate -> ``validate``;
-list_hypervisors, list_vms, list_vm_summaries, describe, find -> ``describe``; create, delete,
+list_hypervisors, list_vms, list_vm_summaries, list_hypervisors_and_vms, describe, find ->
+``describe``; create, delete,
 power, reconfigure, migrate -> ``mutating``; task_status -> ``task_status``; list_snapshots ->
 ``describe``; create_snapshot, delete_snapshot, revert_snapshot ->
 ``mutating``. Backup hooks (``hookspecs.py``):
@@ -41,7 +42,7 @@ __all__ = ("GuardedProvider", "OPERATION_CLASS", "BACKUP_OPERATION_CLASS")
 
 OPERATION_CLASS = {
     "validate": "validate", "list_hypervisors": "describe", "list_vms": "describe",
-    "list_vm_summaries": "describe",
+    "list_vm_summaries": "describe", "list_hypervisors_and_vms": "describe",
     "describe": "describe", "find": "describe", "create": "mutating", "delete": "mutating",
     "power": "mutating", "reconfigure": "mutating", "migrate": "mutating", "task_status": "task_status",
     "list_snapshots": "describe", "create_snapshot": "mutating", "delete_snapshot": "mutating",
@@ -188,6 +189,13 @@ class GuardedProvider:
         self.provider.require("list_vms")
         return self._guard("list_vm_summaries", OPERATION_CLASS["list_vm_summaries"],
                            lambda: self.provider.list_vm_summaries(filters), {"filters": filters})
+
+    def list_hypervisors_and_vms(self, filters=None):
+        self.provider.require("list_hypervisors")
+        self.provider.require("list_vms")
+        return self._guard("list_hypervisors_and_vms", OPERATION_CLASS["list_hypervisors_and_vms"],
+                           lambda: self.provider.list_hypervisors_and_vms(filters),
+                           {"filters": filters})
 
     def describe(self, name):
         self.provider.check_name(name)

@@ -397,6 +397,14 @@ class Provider:
         Needs the ``list_vms`` capability; by default it is :meth:`list_vms`."""
         return self.list_vms(filters)
 
+    def list_hypervisors_and_vms(self, filters: dict[str, Any] | None = None
+                                 ) -> dict[str, list[Any]]:
+        """``{"hypervisors": list_hypervisors(), "vms": list_vm_summaries(filters)}``, what the
+        inventory asks for. A backend that answers both from one request overrides it; its VMs
+        may then also leave ``uuid``, ``metadata`` and ``autostart`` unknown (None, {}) when
+        those cost a request per VM. Needs ``list_hypervisors`` and ``list_vms``."""
+        return {"hypervisors": self.list_hypervisors(), "vms": self.list_vm_summaries(filters)}
+
     def describe(self, name: str) -> VM:
         """Return the VM dict of ``name``; raise NotFound when there is none."""
         raise self.unsupported("describe")

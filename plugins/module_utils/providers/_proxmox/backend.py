@@ -212,7 +212,11 @@ class ProxmoxProvider(SharedConnectionMixin, Provider):
                 "warnings": list(self.warnings)}
 
     def list_hypervisors(self):
-        records = self.session().resources()
+        return self._hypervisors(self.session().resources())
+
+    def _hypervisors(self, records):
+        """The hypervisor dicts of the nodes of a ``/cluster/resources`` answer (an offline node
+        shows as disconnected)."""
         counts = {}
         for record in records:
             if record.get("type") == "qemu":
@@ -251,12 +255,26 @@ class ProxmoxProvider(SharedConnectionMixin, Provider):
         return sorted((vm for vm in vms if match_filters(vm, filters)),
                       key=lambda vm: vm["name"] or "")
 
+    def list_hypervisors_and_vms(self, filters=None):
+        """Nodes and VM summaries of one ``/cluster/resources`` request, whatever the size of
+        the cluster: the VMs without what only their configuration holds (``uuid``,
+        ``metadata``, ``autostart``, the datastore); an offline node is a disconnected
+        hypervisor and its VMs are ``unknown``."""
+        check_filters(filters)
+        session = self.session()
+        records = session.resources()
+        vms = [session.entry_summary(record)
+               for record in self._listed(session, filters, session.qemu_of(records))]
+        return {"hypervisors": self._hypervisors(records),
+                "vms": sorted((vm for vm in vms if match_filters(vm, filters)),
+                              key=lambda vm: vm["name"] or "")}
+
     @staticmethod
-    def _listed(session, filters):
-        """The ``/cluster/resources`` entries of the VMs that pass the filters the entries
-        answer (name, hypervisor). A VM of an offline node (status ``unknown``) cannot be read
-        further: the lists show it from these entries alone."""
-        records = session.vm_resources()
+    def _listed(session, filters, records=None):
+        """The ``/cluster/resources`` entries of the VMs (``records``, else the cluster's) that
+        pass the filters the entries answer (name, hypervisor). A VM of an offline node (status
+        ``unknown``) cannot be read further: the lists show it from these entries alone."""
+        records = session.vm_resources() if records is None else records
         if filters and "name" in filters:
             import fnmatch
 

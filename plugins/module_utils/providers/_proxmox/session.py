@@ -72,7 +72,12 @@ class Session:
 
     def vm_resources(self):
         """The cluster's QEMU VMs (not containers), templates included."""
-        return [r for r in self.resources("vm") if r.get("type") == "qemu"]
+        return self.qemu_of(self.resources("vm"))
+
+    @staticmethod
+    def qemu_of(records):
+        """The QEMU VMs among ``/cluster/resources`` entries."""
+        return [r for r in records if r.get("type") == "qemu"]
 
     def find_vm(self, name, records=None):
         """The ``/cluster/resources`` entry of the VM named ``name`` (or ``/<node>/<vmid>``);
@@ -116,13 +121,22 @@ class Session:
         request, none for a VM of an offline node: listed from the entry alone), without
         ``status/current`` and the guest agent (what ``list_vm_summaries`` gives)."""
         if record.get("status") == "unknown":
-            return new_vm(
-                self.provider, record.get("name"), hypervisor=record.get("node"),
-                state=state_of(record, None, record.get("lock")),
-                vcpus=record.get("maxcpu"), memory_mb=(record.get("maxmem") or 0) // _MIB,
-                tags=tags_of(record.get("tags")), placement={"host": record.get("node")})
+            return self.entry_summary(record)
         config = self.get("nodes", record["node"], "qemu", record["vmid"], "config") or {}
         return self._vm(record, config, interfaces=interfaces_of(config))
+
+    def entry_summary(self, record):
+        """The VM dict of a ``/cluster/resources`` entry alone: no request; ``uuid``,
+        ``metadata``, ``autostart`` and the datastore unknown (only the configuration holds
+        them)."""
+        placement = {"host": record.get("node")}
+        if record.get("pool"):
+            placement["resource_pool"] = record["pool"]
+        return new_vm(
+            self.provider, record.get("name"), hypervisor=record.get("node"),
+            state=state_of(record, None, record.get("lock")),
+            vcpus=record.get("maxcpu"), memory_mb=(record.get("maxmem") or 0) // _MIB,
+            tags=tags_of(record.get("tags")), placement=placement)
 
     def _vm(self, record, config, name=None, current=None, interfaces=(), **more):
         node = record["node"]

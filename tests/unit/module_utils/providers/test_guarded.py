@@ -142,12 +142,14 @@ def guard(provider, store, plugins=(), **settings):
 def test_operation_classes_cover_every_capability():
     from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
         CAPABILITIES)
-    # list_vm_summaries is list_vms made lighter: it needs the list_vms capability
-    assert set(OPERATION_CLASS) == set(CAPABILITIES) | {"list_vm_summaries"}
+    # list_vm_summaries is list_vms made lighter, list_hypervisors_and_vms both lists at once
+    assert set(OPERATION_CLASS) == set(CAPABILITIES) | {"list_vm_summaries",
+                                                        "list_hypervisors_and_vms"}
     assert {OPERATION_CLASS[op] for op in ("create", "delete", "power", "reconfigure",
                                            "migrate")} == {"mutating"}
     assert OPERATION_CLASS["list_vms"] == OPERATION_CLASS["describe"] == "describe"
     assert OPERATION_CLASS["list_vm_summaries"] == "describe"
+    assert OPERATION_CLASS["list_hypervisors_and_vms"] == "describe"
 
 
 def test_a_create_whose_reply_was_lost_is_not_done_twice(lost, store):
