@@ -27,7 +27,10 @@ Runs, one after the other, each in its own process:
   hv3, resilient.virt.vm_snapshot tasks next to ``virsh snapshot-create-as`` /
   ``snapshot-revert``; on a simulator it starts, a snapshot with memory taken, reverted to and
   removed by vm_snapshot tasks next to community.vmware.vmware_guest_snapshot tasks (CPU and
-  wall per task).
+  wall per task);
+* ``bench_proxmox.py``: on a Proxmox VE simulator it starts (fakepve), the inventory of 1,000
+  VMs on three nodes next to community.proxmox's inventory plugin, and a vm_info task next to
+  community.proxmox.proxmox_vm_info (CPU and wall).
 
 The lab must be up (``python3 lab/lab.py up``; ``make bench`` does it). Every bench's own
 markdown tables are folded into the report, after a summary of the targets.
@@ -73,6 +76,8 @@ BENCHES = (
     ("snapshots", "Snapshots: vm_snapshot take and revert vs virsh snapshot-create-as / "
      "snapshot-revert; take, revert and remove vs community.vmware.vmware_guest_snapshot",
      "bench_snapshots.py", [], ["--quick"]),
+    ("proxmox", "Proxmox VE: inventory of 1,000 VMs vs community.proxmox's; vm_info vs "
+     "proxmox_vm_info, on the fakepve simulator", "bench_proxmox.py", [], ["--quick"]),
     ("images", "VMs from images: base image overlay and copy vs virsh + community.libvirt; "
      "template clone vs community.vmware", "bench_images.py", [], ["--quick"]),
 )
@@ -154,7 +159,7 @@ def targets(records):
             rows.append({"bench": "core", "name": row["case"],
                          "measured": "%.3f ms" % row["median_ms"],
                          "goal": "< %g ms" % row["target_ms"], "passed": row["passed"]})
-    for bench in ("failover", "tasks", "inventory", "fleet", "backup", "snapshots"):
+    for bench in ("failover", "tasks", "inventory", "fleet", "backup", "snapshots", "proxmox"):
         result = (records.get(bench) or {}).get("result") or {}
         for row in result.get("targets", []):
             rows.append({"bench": bench, "name": row["name"], "measured": str(row["measured"]),
@@ -276,6 +281,20 @@ def _snapshot_headlines(snapshots):
     return lines
 
 
+def _proxmox_headlines(proxmox):
+    """The Proxmox bench: the inventory and vm_info against community.proxmox's."""
+    inventory, info = proxmox["inventory"], proxmox["vm_info"]
+    return [
+        "Inventory of %d VMs on the Proxmox VE simulator: %.2f s wall, %.2f s CPU; "
+        "community.proxmox.proxmox %.2f s (%.2fx), with want_facts %.2f s (%.2fx)" % (
+            proxmox["settings"]["vms"], inventory["ours"]["wall"], inventory["ours"]["cpu"],
+            inventory["peer"]["wall"], proxmox["ratio"], inventory["peer_want_facts"]["wall"],
+            proxmox["want_facts_ratio"]),
+        "vm_info task on the Proxmox VE simulator: %.2f s wall, %.2f s CPU; "
+        "community.proxmox.proxmox_vm_info %.2f s wall, %.2f s CPU" % (
+            info["ours"]["wall"], info["ours"]["cpu"], info["peer"]["wall"], info["peer"]["cpu"])]
+
+
 def headlines(records):
     """A few ratios and scaling figures drawn from the benches' results."""
     lines = []
@@ -312,6 +331,9 @@ def headlines(records):
         lines.append(line)
     lines += _backup_headlines((records.get("backup") or {}).get("result") or {})
     lines += _snapshot_headlines((records.get("snapshots") or {}).get("result") or {})
+    proxmox = (records.get("proxmox") or {}).get("result") or {}
+    if proxmox:
+        lines += _proxmox_headlines(proxmox)
     fleets = (records.get("failover") or {}).get("result") or {}
     for row in fleets.get("rows") or []:
         bound, ours = row["bound"]["memory_mb"], row["ours"]["settled"]
