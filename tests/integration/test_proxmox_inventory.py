@@ -1,8 +1,9 @@
 """The hypervisors inventory on a simulated three-node Proxmox VE cluster (fakepve,
 ``pve_simulator.py``) through real ``ansible-inventory`` runs: the nodes and every VM come from
 one ``/cluster/resources`` request whatever the number of VMs, and a node that is offline is a
-disconnected hypervisor whose VMs are ``unknown``, not a failed inventory. The simulator's own
-record of the requests it answered is the oracle."""
+disconnected hypervisor whose VMs are ``unknown``, not a failed inventory; ``vm_details`` reads
+the metadata kept in each VM's configuration. The simulator's own record of the requests it
+answered is the oracle."""
 from inventory_runner import run_inventory
 
 P = "resilient_virt_"
@@ -15,7 +16,8 @@ def _add_vms(sim):
             node = ("pve1", "pve2", "pve3")[index % 3]
             sim.pve.add_vm(200 + index, "inv-%02d" % index, node=node,
                            status="running" if index % 2 else "stopped",
-                           config={"memory": 256, "cores": 2, "tags": "web;prod"})
+                           config={"memory": 256, "cores": 2, "tags": "web;prod",
+                                   "description": 'resilient.virt metadata: {"tier":"web"}'})
     sim.call(add)
 
 
@@ -43,6 +45,11 @@ def test_one_cluster_request_lists_every_vm(simulated_pve, tmp_path):
             one[P + "memory_mb"], one[P + "tags"]) == ("pve2", "running", 2, 256, ["prod", "web"])
     assert run.hostvars["inv-00"][P + "power_state"] == "stopped"
     assert run.hostvars["pve1"][P + "vm_count"] == 11  # ten and the template
+    assert one[P + "metadata"] == {}  # only the VM's configuration holds it
+
+    detailed = run_inventory(tmp_path, dict(source, vm_details=True))
+    assert detailed.rc == 0, detailed
+    assert detailed.hostvars["inv-01"][P + "metadata"] == {"tier": "web"}
 
 
 def test_offline_node_does_not_fail_the_inventory(simulated_pve, tmp_path):
