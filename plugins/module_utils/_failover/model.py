@@ -320,6 +320,7 @@ class CycleResult:
     processed: int = 0
     deferred: int = 0
     lower_bound: Any = None
+    target: Any = None
 
     @property
     def summary(self) -> dict[str, Any]:

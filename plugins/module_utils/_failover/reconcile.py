@@ -28,6 +28,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.model imp
 from ansible_collections.resilient.virt.plugins.module_utils._failover.packing import (
     PLANNED_WAITING, WAITING, Dominated, assign)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.slots import CapacityLedger
+from ansible_collections.resilient.virt.plugins.module_utils._failover import stored_target
 from ansible_collections.resilient.virt.plugins.module_utils._failover.towards_target import follows_target
 from ansible_collections.resilient.virt.plugins.module_utils._failover.upkeep import (
     HOST_NOT_FOUND, INVALID_RESOURCES, VM_DOES_NOT_FIT, drop_empty, drop_ineligible, drop_stale,
@@ -81,14 +82,15 @@ class PlanningDeadline:
 
 
 def run_cycle(hypervisors, vms, reservations, settings, now, cycle=0, running=None,
-              deadline=None):
+              deadline=None, stored=None):
     """Run one cycle and return a :class:`CycleResult`; the inputs are not modified.
 
     hypervisors: [Hypervisor]; vms: [VM]; reservations: [Reservation]; settings:
     FailoverSettings; now: epoch seconds; cycle: counter that moves the processing window;
     running: {vm uuid: host} that hypervisors report running (keeps allocations of VMs the
     VM list lacks); deadline: seconds the whole cycle may plan for (every strategy, order and
-    the target), None for no limit: past it the cycle raises Timeout (see PlanningDeadline).
+    the target), None for no limit: past it the cycle raises Timeout (see PlanningDeadline);
+    stored: the target as the last cycle kept it (``result.target``, see stored_target).
 
     With every VM processed each cycle, the plan built from nothing without the limit per
     hypervisor is the cycle's target (:func:`_new_plan`). A plan that is part of it grows along
@@ -96,7 +98,9 @@ def run_cycle(hypervisors, vms, reservations, settings, now, cycle=0, running=No
     plans are packed, again in other orders (ORDERS) and as the plain greedy, and the cheapest
     no worse than the greedy's kept (:func:`_cheapest`). A cycle that gives no VM a slot and
     leaves none short consolidates and may move zones towards the target
-    (:func:`consolidation.consolidate`, :func:`towards_target.moving_zones`).
+    (:func:`consolidation.consolidate`, :func:`towards_target.moving_zones`). The target is
+    reused from ``stored`` when it was built from the same inputs, else built; either way
+    ``result.target`` keeps it for the next cycle (None when the fleet has none yet).
     """
     clock = None if deadline is None else PlanningDeadline(deadline)
 
@@ -104,15 +108,21 @@ def run_cycle(hypervisors, vms, reservations, settings, now, cycle=0, running=No
         return plan_cycle(hypervisors, vms, reservations, settings, now, cycle, running or {},
                           strategy, stop, order, target, clock, for_now)
 
-    target = None
+    target, built, key = None, [], None
     if not settings.max_vms_to_process:
-        built = []
+        key = stored_target.fingerprint(hypervisors, vms, settings, running)
 
         def target(current):
             if not built:  # the same for every plan of the cycle
-                built.append(_new_plan(hypervisors, vms, settings, now, running, clock, current))
-            return built[0]
+                reused = stored_target.reuse(stored, key, current)
+                built.append((Target(*reused), stored) if reused else _new_plan(
+                    hypervisors, vms, settings, now, running, clock, current, key))
+            return built[0][0]
     best = _cheapest(plan, reservations, target)
+    if built:
+        best.target = built[0][1]
+    elif key is not None and isinstance(stored, dict) and stored.get("fingerprint") == key:
+        best.target = stored  # not needed this cycle, still the fleet's
     zones = {hv.name: hv.az for hv in hypervisors}
     best.lower_bound = lower_bound(vms, settings.requirements,
                                    lambda vm: vm.az or zones.get(vm.host, ""))
@@ -150,13 +160,15 @@ def _cheapest(plan, reservations, target=None):
                key=_cost)
 
 
-def _candidates(plan, reservations, target=None, current=None):
+def _candidates(plan, reservations, target=None, current=None, seen=None):
     """([results], the greedy's {zone: figures} (see :func:`_by_zone`), settled): the
     packings', then the greedy's when it ran to the end; only packing's when it settled (gave
     no VM a slot and left none short). The greedy plans only from nothing (no
     ``reservations``), and stops once it holds, in every zone, at least what the best packing
     holds and what ``current`` ({zone: figures}) does (see :class:`Dominated`): its figures
-    so far are then given. None for the greedy when it did not run."""
+    so far are then given. None for the greedy when it did not run. ``seen``: a dict given
+    the best packing's figures (``packed``), the greedy's ``stop`` and whether it ran to the
+    end (``finished``)."""
     planner, result = plan(PACK, target=target)
     if planner.settled and not planner.had_interim:
         return [result], None, True
@@ -164,13 +176,15 @@ def _candidates(plan, reservations, target=None, current=None):
                         in range(1, 1 + _other_orders(planner, reservations))]
     if GREEDY not in STRATEGIES or reservations:
         return packs, None, False
-    stop = _by_zone(min(packs, key=_cost))
-    for zone, figures in (current or {}).items():
-        stop[zone] = [max(pair) for pair in zip(stop.get(zone, (0, 0, 0)), figures)]
+    packed = _by_zone(min(packs, key=_cost))
+    stop = stored_target.stop_at(packed, current)
+    seen = {} if seen is None else seen
+    seen.update(packed=packed, stop=stop, finished=False)
     try:
         greedy = plan(GREEDY, stop=stop)[1]
     except Dominated as stopped:
         return packs, stopped.figures, False
+    seen["finished"] = True
     return packs + [greedy], _by_zone(greedy), False
 
 
@@ -217,18 +231,20 @@ class Target(NamedTuple):
     greedy: dict
 
 
-def _new_plan(hypervisors, vms, settings, now, running, clock=None, current=None):
-    """The :class:`Target` for the fleet built from nothing, every VM at once and without the
-    limit per hypervisor, within the cycle's ``clock`` (a PlanningDeadline or None): in each
-    zone the part of the packings' or the greedy's plan of least :func:`_cost` among those no
-    worse there than the greedy's. ``current``: {zone: figures} of the plan now."""
+def _new_plan(hypervisors, vms, settings, now, running, clock=None, current=None, key=None):
+    """(:class:`Target`, its stored_target record under ``key``): the target for the fleet
+    built from nothing, every VM at once and without the limit per hypervisor, within the
+    cycle's ``clock`` (a PlanningDeadline or None): in each zone the part of the packings' or
+    the greedy's plan of least :func:`_cost` among those no worse there than the greedy's.
+    ``current``: {zone: figures} of the plan now."""
     free = replace(settings, limit_one_new_per_hypervisor=False, max_vms_to_process=0)
 
     def plan(strategy, order=0, stop=None, target=None):
         return plan_cycle(hypervisors, vms, [], free, now, 0, running or {}, strategy, stop,
                           order, clock=clock)
 
-    results, greedy, _settled = _candidates(plan, [], current=current)
+    seen = {}
+    results, greedy, _settled = _candidates(plan, [], current=current, seen=seen)
     figures = [_by_zone(result) for result in results]
     greedy = greedy or figures[0]
     slots = []
@@ -247,7 +263,9 @@ def _new_plan(hypervisors, vms, settings, now, running, clock=None, current=None
         index = min(parts)[3] if parts else 0
         reservations += [res for res in results[index].reservations if res.az == zone]
         missing[zone] = figures[index].get(zone, [0, 0, 0])[2]
-    return Target(reservations, missing, greedy)
+    target = Target(reservations, missing, greedy)
+    return target, stored_target.record(key, seen.get("packed"), seen.get("stop"),
+                                        seen.get("finished", True), target)
 
 
 def _other_orders(planner, reservations):

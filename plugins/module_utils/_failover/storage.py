@@ -4,7 +4,9 @@
 
 A creator's reservations are kept together in one record of namespace ``failover`` (key: the
 creator), with the cycle counter that moves the ``max_vms_to_process`` window and the VM
-definitions and hypervisor owners (provider of each hypervisor) seen at the last cycle: what an
+definitions and hypervisor owners (provider of each hypervisor) seen at the last cycle, and the
+target plan of the last cycle with the fingerprint of its inputs (stored_target: a cycle on an
+unchanged fleet reuses it; one record replaced every cycle, as the reservations are): what an
 evacuation recreates a VM from when its hypervisor, and so its provider, is gone; and what
 providers hold natively for reservations, to release it later. One record per
 creator makes a reconcile cycle a single atomic read-modify-write: two plays reconciling the
@@ -21,7 +23,7 @@ __all__ = ("NAMESPACE", "Stored", "ReservationBook", "capacity_request", "sync")
 
 NAMESPACE = "failover"
 
-Stored = namedtuple("Stored", "reservations cycle definitions owners held")
+Stored = namedtuple("Stored", "reservations cycle definitions owners held target", defaults=(None,))
 
 
 def _reservations(record):
@@ -40,7 +42,7 @@ class ReservationBook:
         record = self.store.get(NAMESPACE, self.creator) or {}
         return Stored(
             _reservations(record), record.get("cycle", 0), record.get("definitions", {}),
-            record.get("owners", {}), record.get("held", {}),
+            record.get("owners", {}), record.get("held", {}), record.get("target"),
         )
 
     def foreign(self):
@@ -51,8 +53,10 @@ class ReservationBook:
                 found.extend(_reservations(record))
         return found
 
-    def reconcile(self, cycle_fn, definitions, owners):
-        """Run ``cycle_fn(reservations, cycle, now) -> CycleResult`` and store its reservations.
+    def reconcile(self, cycle_fn, definitions, owners, keeps_target=False):
+        """Run ``cycle_fn(reservations, cycle, now) -> CycleResult`` and store its reservations;
+        with ``keeps_target``, ``cycle_fn`` also gets the stored target (stored_target) as a
+        fourth argument, and the result's ``target`` is stored in its place.
 
         Runs inside the store's atomic update, so it sees the latest stored reservations even
         when another process wrote since :meth:`load`. Returns (result, reservations before,
@@ -62,7 +66,8 @@ class ReservationBook:
         def apply(current, now):
             before = _reservations(current)
             cycle = (current or {}).get("cycle", 0)
-            result = cycle_fn(before, cycle, now)
+            given = ((current or {}).get("target"),) if keeps_target else ()
+            result = cycle_fn(before, cycle, now, *given)
             record = dict(
                 reservations=[res.to_dict() for res in result.reservations],
                 cycle=cycle + 1,
@@ -70,6 +75,8 @@ class ReservationBook:
                 owners=owners,
                 held=(current or {}).get("held", {}),
             )
+            if keeps_target and result.target is not None:
+                record["target"] = result.target
             return record, (result, before, record["held"])
 
         return self.store.update(NAMESPACE, self.creator, apply)

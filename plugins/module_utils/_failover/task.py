@@ -93,16 +93,17 @@ def _present(params, ctx, book, given):
     hypervisors = fleet.with_capacity_held_by(book.foreign())
     deadline = ctx.settings.deadline or None  # planning stops with Timeout past it
 
-    def cycle(reservations, counter, now):
+    def cycle(reservations, counter, now, target=None):
         return run_cycle(hypervisors, fleet.vms, reservations, settings, now, counter, fleet.running,
-                         deadline=deadline)
+                         deadline=deadline, stored=target)
 
     native = None
     if ctx.check_mode:
         stored = book.load()
-        outcome, before = cycle(stored.reservations, stored.cycle, ctx.store.now()), stored.reservations
+        outcome = cycle(stored.reservations, stored.cycle, ctx.store.now(), stored.target)
+        before = stored.reservations
     else:
-        outcome, before, held = book.reconcile(cycle, fleet.definitions, fleet.owners)
+        outcome, before, held = book.reconcile(cycle, fleet.definitions, fleet.owners, keeps_target=True)
         native = _sync_native(ctx, book, outcome, held, fleet.owners, opened)
     result = outcome.to_dict()
     result = dict(
