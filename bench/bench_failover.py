@@ -114,8 +114,10 @@ def _figures(result, seconds, cpu_seconds=None):
 def cycles(vm_count, host_count, seed, traits, start=(), keep_plan=False, most=MAX_CYCLES,
            max_changes=None):
     """This tree's planner, cycle after cycle until one changes nothing (``most`` at most):
-    first and settled figures. ``start``: the reservations (as dicts) of the first cycle; with
-    ``keep_plan`` the settled reservations are returned too (as dicts, under "plan");
+    first and settled figures. Each cycle gets the target the one before kept, through JSON as
+    the state store keeps it (its time counted in the cycle's). ``start``: the reservations (as
+    dicts) of the first cycle; with ``keep_plan`` the settled reservations are returned too (as
+    dicts, under "plan");
     ``max_changes``: that setting, when not the default."""
     model, reconcile, settings = _imports()
     hypervisors, vms = make_fleet(vm_count, host_count, seed, traits)
@@ -123,11 +125,14 @@ def cycles(vm_count, host_count, seed, traits, start=(), keep_plan=False, most=M
     if max_changes is not None:
         options.max_changes = max_changes
     reservations = [model.Reservation.from_dict(data) for data in start]
-    first, slowest, slowest_cpu, count, peak = None, 0.0, 0.0, 0, 0
+    first, slowest, slowest_cpu, count, peak, stored = None, 0.0, 0.0, 0, 0, None
     for count in range(1, most + 1):
         began, cpu_began = time.perf_counter(), time.process_time()
+        kept = {} if stored is None else {"stored": json.loads(stored)}
         result = reconcile.run_cycle(hypervisors, vms, reservations, options,
-                                     now=1.8e9 + 60 * count, cycle=count - 1)
+                                     now=1.8e9 + 60 * count, cycle=count - 1, **kept)
+        target = getattr(result, "target", None)  # kept as the state store keeps it
+        stored = None if target is None else json.dumps(target)
         seconds, cpu = time.perf_counter() - began, time.process_time() - cpu_began
         slowest, slowest_cpu = max(slowest, seconds), max(slowest_cpu, cpu)
         first = first or _figures(result, seconds, cpu)
