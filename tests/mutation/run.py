@@ -117,8 +117,8 @@ MUTANTS = {
         "a VM's required and forbidden traits are not checked"),
     "consolidation-ignores-rules": (
         FAILOVER + "joining.py",
-        "             and may_join(state, vm, name, needs, free_of_traits))\n",
-        "             and True)\n",
+        "             and may_share(state, name) and may_join(state, vm, name, needs, free_of_traits))\n",
+        "             and may_share(state, name) and True)\n",
         "packing joins or moves a VM into a reservation it may not join"),
     "growth-ignores-host-room": (
         FAILOVER + "joining.py",
