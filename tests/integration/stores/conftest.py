@@ -2,6 +2,7 @@
 processes at once on every store (SQLite, Redis, Redis through Sentinel, a Redis Cluster).
 ``redis_sentinel`` here is the session's setup of the stores, not the per-test one of
 tests/integration/conftest.py."""
-from store_fixtures import (  # noqa: F401 - fixtures, found by their names
+# pylint: disable=unused-import  # fixtures, found by their names
+from store_fixtures import (  # noqa: F401
     child_env, cluster_url, redis_cluster, redis_sentinel, redis_server, redis_url,
     sentinel_url, sqlite_url, store, store_url)

@@ -73,5 +73,5 @@ def test_promtool_parses_every_query(tmp_path):
     path = tmp_path / "dashboard-queries.rules.yml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
     done = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -294,8 +294,8 @@ class ProxmoxProvider(SharedConnectionMixin, Provider):
         session = self.session()
         records = session.vm_resources()
         for record in records:
-            config, _ = config_of(session.get("nodes", record["node"], "qemu", record["vmid"],
-                                              "pending"))
+            config = config_of(session.get("nodes", record["node"], "qemu", record["vmid"],
+                                           "pending"))[0]
             if (uuid_of(config) or "").lower() == uuid.lower():
                 same = [r for r in records if r.get("name") == record.get("name")]
                 return record["name"] if len(same) == 1 else "/%s/%s" % (record["node"],

@@ -118,7 +118,7 @@ def test_the_store_keeps_the_target_beside_the_reservations(tmp_path, builds):
                                    stored=target)
 
     try:
-        for _ in range(20):
+        for _cycle in range(20):
             result = book.reconcile(cycle, {}, {}, keeps_target=True)[0]
             if not result.changed_anything:
                 break
