@@ -16,7 +16,8 @@ IN_MODULE = "a module process runs the task"
 VOLATILE = {"uuid", "lastTransitionTime", "updated_at", "next_retry_at", "opened_at",
             "half_open_at", "successes_total", "failures_total", "rejected_total", "mac",
             "consecutive_failures", "last_changed", "acknowledged_at", "created_at",
-            "free_memory_mb", "used_memory_mb", "used_cpu", "vm_count"}  # the host's own use
+            "free_memory_mb", "used_memory_mb", "used_cpu", "vm_count",  # the host's own use
+            "seconds", "buckets"}  # how long the calls took
 
 
 def _normal(value, suffix):
