@@ -1,13 +1,11 @@
 """GuardedProvider: a Provider whose every call goes through the resilience Policy and the hooks.
 
 Operation classes (they pick the time limit of each attempt): validate -> ``validate``;
-list_hypervisors, list_vms, list_vm_summaries, list_hypervisors_and_vms, describe, find ->
-``describe``; create, delete,
-power, reconfigure, migrate -> ``mutating``; task_status -> ``task_status``; list_snapshots ->
-``describe``; create_snapshot, delete_snapshot, revert_snapshot ->
-``mutating``. Backup hooks (``hookspecs.py``):
-backup_prepare, backup_list -> ``describe``; backup_start, backup_cancel, backup_delete ->
-``mutating``; backup_poll -> ``task_status``.
+list_hypervisors, list_vms, list_vm_summaries, list_hypervisors_and_vms, describe, find,
+list_snapshots -> ``describe``; create, delete, power, reconfigure, migrate, create_snapshot,
+delete_snapshot, revert_snapshot -> ``mutating``; task_status -> ``task_status``. Backup hooks
+(``hookspecs.py``): backup_prepare, backup_list -> ``describe``; backup_start, backup_cancel,
+backup_delete -> ``mutating``; backup_poll -> ``task_status``.
 
 Each attempt calls the ``resilient_virt_before_call`` hooks, then the backend; failures are
 classified by the backend's ``classify_error``, then the ``resilient_virt_classify_error`` hook,
