@@ -47,7 +47,7 @@ class Lease:
             if not free:
                 return current, False
             record = {"owner": self.owner, "until": now + self.duration,
-                      "since": current["since"] if ours else now,
+                      "since": current["since"] if current is not None and ours else now,
                       "term": int((current or {}).get("term") or 0) + (0 if ours else 1)}
             return record, True
 
