@@ -33,6 +33,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker
     BREAKER_FACT, fact, list_breakers)
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import (
     option_spec, resolve_settings)
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.spans import span_log
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.stats import summary
 from ansible_collections.resilient.virt.plugins.module_utils._state.fallback import policy_store
 from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
@@ -147,6 +148,7 @@ class ResilientModule:
         self._policy_store = None
         self._settings = None
         self._providers = []
+        self._spans = span_log(self.environ)  # each call recorded for traces, when asked for
         self._closed = False
 
     # -- shared resources -------------------------------------------------------------------
@@ -264,7 +266,7 @@ class ResilientModule:
     def open_provider(self, reference=None, field="provider"):
         """Connect to a provider through the resilience policy; closed when the module exits."""
         provider = open_provider(self.provider_config(reference, field), self.settings, self.policy_store,
-                                 environ=self.environ)
+                                 environ=self.environ, spans=self._spans)
         self._providers.append(provider)
         return provider
 
@@ -304,6 +306,12 @@ class ResilientModule:
         (``_resilience/stats.py``), from every provider this task opened."""
         return summary(provider.stats for provider in self._providers)
 
+    def _add_spans(self, result):
+        """The ``resilience_spans`` result (``_resilience/spans.py``), when the task records its
+        calls for traces."""
+        if self._spans is not None:
+            result["resilience_spans"] = self._spans.result()
+
     def _close(self):
         if self._closed:
             return
@@ -334,6 +342,7 @@ class ResilientModule:
         module._close()
         result.setdefault("changed", False)
         result["resilience"] = module.resilience()
+        module._add_spans(result)
         if BREAKER_FACT not in result.get("ansible_facts", {}):  # one the module set itself wins
             for key, value in module._facts().items():
                 result.setdefault("ansible_facts", {})[key] = value
@@ -357,6 +366,7 @@ class ResilientModule:
         result = dict(error=error)
         result.update(err.result)
         result["resilience"] = self.resilience()
+        self._add_spans(result)
         self._warn()
         result.setdefault("invocation", {"module_args": echo(self.params)})
         self.ansible.fail_json(msg="%s: %s" % (err.type, err.message), **result)

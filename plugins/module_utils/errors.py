@@ -153,6 +153,8 @@ class BreakerOpen(VirtError):
 
     ``half_open_at`` is the epoch time at which one probe call will be allowed again; the
     error's details give it in RFC 3339 UTC, rounded up to the second, as every result does.
+    The breaker adds ``state`` to the details: ``open``, or ``half_open`` with its probe slots
+    taken.
     """
 
     def __init__(self, breaker: str, half_open_at: float, message: str | None = None,

@@ -237,7 +237,7 @@ class CircuitBreaker:
             message = ("circuit breaker %r is half-open and its %d probe slot(s) are taken: calls "
                        "are refused until a probe ends, at the latest at %s (in %.1f s)"
                        % (self.name, self.half_open_max_calls, _utc(at), max(0.0, at - now)))
-        return BreakerOpen(self.name, at, message=message)
+        return BreakerOpen(self.name, at, message=message, details={"state": rec["state"]})
 
     def on_success(self, permit: Permit, timeout: float | None = None) -> None:
         """The provider answered: count it; enough successful probes close the breaker."""

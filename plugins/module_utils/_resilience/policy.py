@@ -42,7 +42,8 @@ still be recorded. A probe (half-open breaker) holds its slot for its attempt's 
 :attr:`Policy.stats` (a ``stats.CallStats``) counts what the policy did: calls, attempts that
 reached the provider, retries and their waits, rate limit waits, failures the breaker counted,
 refusals by the breaker, the breaker's state changes, and each call by operation with how it
-ended and how long it took (see ``stats.py``).
+ended and how long it took (see ``stats.py``). ``spans``, a ``spans.SpanLog`` or None, records
+each call on its own (its attempts, waits, breaker refusal and state changes) for traces.
 
 ``hooks`` is an optional object; Policy uses whichever of these methods it has:
 
@@ -76,6 +77,7 @@ if TYPE_CHECKING:
     from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import Permit
     from ansible_collections.resilient.virt.plugins.module_utils._resilience.retry import Attempt
     from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import ResilienceSettings
+    from ansible_collections.resilient.virt.plugins.module_utils._resilience.spans import SpanLog
     from ansible_collections.resilient.virt.plugins.module_utils._state.store import StateStore
 
 __all__ = ("Policy", "RECORD_GRACE", "STORE_SHARE", "STORE_FLOOR")
@@ -88,13 +90,15 @@ STORE_FLOOR = 0.5  # seconds a store read may take under STORE_SHARE all the sam
 class Policy:
     """Resilience policy for one provider ``key`` (e.g. ``libvirt:lab1``) on ``store``."""
 
-    def __init__(self, store: StateStore, key: str, settings: ResilienceSettings, hooks: Any = None):
+    def __init__(self, store: StateStore, key: str, settings: ResilienceSettings, hooks: Any = None,
+                 spans: SpanLog | None = None):
         self.store = store
         self.key = key
         self.settings = settings
         self.hooks = hooks
         self.warnings: list[str] = []
         self.stats = CallStats(key)
+        self.spans = spans
         # the error of the last failed attempt of the call in progress, while it is being retried
         self.retrying: VirtError | None = None
         lease = max(settings.timeout_for(c) for c in OPERATION_CLASSES) + settings.store_timeout
@@ -102,11 +106,16 @@ class Policy:
             store, key, failure_threshold=settings.failure_threshold,
             reset_timeout=settings.reset_timeout, half_open_max_calls=settings.half_open_max_calls,
             success_threshold=settings.success_threshold, probe_lease=lease,
-            on_transition=self.stats.on_transition)
+            on_transition=self.stats.on_transition if spans is None else self._on_transition)
         self._limiter = RateLimiter(store, key, settings.rate_limit_qps,
                                     settings.rate_limit_burst)
         classify_hook = getattr(hooks, "classify", None)
         self._classifiers = (classify_hook,) if classify_hook is not None else ()
+
+    def _on_transition(self, before: str, after: str) -> None:
+        self.stats.on_transition(before, after)
+        if self.spans is not None:
+            self.spans.on_transition(before, after)
 
     @property
     def breaker(self) -> CircuitBreaker:
@@ -132,14 +141,19 @@ class Policy:
                 raise Timeout("%s: the deadline of the call (%g s) passed before attempt %d"
                               % (name, explicit, att.number))
             limit = deadline if explicit and not att.at_deadline else Deadline.after(timeout)
-            self.stats.on_rate_limit_wait(self._limiter.acquire(
-                limit, store_time=None if att.at_deadline else self._store_time(limit)))
+            waited = self._limiter.acquire(
+                limit, store_time=None if att.at_deadline else self._store_time(limit))
+            self.stats.on_rate_limit_wait(waited)
+            if spans is not None:
+                spans.on_rate_limit_wait(waited)
             store_time = None if att.at_deadline else self._store_time(deadline)
             try:
                 permit = self._breaker.before_call(
                     timeout=store_time, lease=att.budget(timeout) + self.settings.store_timeout)
-            except BreakerOpen:
+            except BreakerOpen as refusal:
                 self.stats.on_refused()
+                if spans is not None:
+                    spans.on_refused(refusal.details.get("state"))
                 raise
             budget = att.budget(timeout)
             if budget <= 0:
@@ -151,11 +165,16 @@ class Policy:
         def on_retry(att: Attempt, error: VirtError, delay: float) -> None:
             self.retrying = error
             self.stats.on_retry(delay)
+            if spans is not None:
+                spans.on_retry(att.number, error.type, delay)
             hook = getattr(self.hooks, "on_retry", None)
             if hook is not None:
                 hook(att, error, delay)
 
+        spans = self.spans
         self.stats.on_call()
+        if spans is not None:
+            spans.on_call(self.key)
         self.retrying = None
         outcome = "Internal"
         started = time.monotonic()
@@ -172,6 +191,8 @@ class Policy:
         finally:
             self.retrying = None
             self.stats.on_call_end(operation, outcome, time.monotonic() - started, timeout)
+            if spans is not None:
+                spans.on_call_end(operation, outcome, timeout)
 
     def _store_time(self, deadline: Deadline) -> float | None:
         """What the rate limit's and the breaker's reads before a call may spend on the store:
@@ -240,12 +261,17 @@ class Policy:
                 self._record(self._breaker.release, deadline, permit)
             elif self._record(self._breaker.on_failure, deadline, permit, err):
                 self.stats.on_failure()
+            if self.spans is not None:
+                self.spans.on_attempt_end(att.number, "timeout" if abandoned else "error", err.type,
+                                          time.monotonic() - started)
             if after is not None:
                 after(att, "timeout" if abandoned else "error", err, time.monotonic() - started)
             if err is exc:
                 raise
             raise err from exc
         self._record(self._breaker.on_success, deadline, permit)
+        if self.spans is not None:
+            self.spans.on_attempt_end(att.number, "ok", None, time.monotonic() - started)
         if after is not None:
             after(att, "ok", None, time.monotonic() - started)
         return result

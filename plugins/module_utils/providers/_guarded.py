@@ -106,14 +106,15 @@ class GuardedProvider:
     """Same operations as the wrapped Provider, each run by ``policy.call``.
 
     ``store`` and ``settings`` (a ResilienceSettings) build the Policy of ``provider.key``;
-    ``hook`` is the plugin manager's hook relay (``PluginManager.hook``) or None.
+    ``hook`` is the plugin manager's hook relay (``PluginManager.hook``) or None; ``spans``, a
+    ``_resilience.spans.SpanLog`` or None, records each call for traces.
     """
 
-    def __init__(self, provider, store, settings, hook=None):
+    def __init__(self, provider, store, settings, hook=None, spans=None):
         self.provider = provider
         self.hook = hook
         self._hooks = _AttemptHooks(provider, hook)
-        self.policy = Policy(store, provider.key, settings, hooks=self._hooks)
+        self.policy = Policy(store, provider.key, settings, hooks=self._hooks, spans=spans)
 
     @property
     def key(self):

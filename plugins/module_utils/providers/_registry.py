@@ -249,13 +249,14 @@ def provider_key(config, plugins=(), environ=None):
     return provider_class(type_name, manager)(config, environ=environ).key
 
 
-def open_provider(config, settings=None, store=None, plugins=(), environ=None):
+def open_provider(config, settings=None, store=None, plugins=(), environ=None, spans=None):
     """A GuardedProvider for the ``provider`` dict ``config``; nothing is contacted yet.
 
     ``settings``: a ResilienceSettings (default: resolved from the environment); ``store``: the
     StateStore (default: ``open_store(settings.state_store)``); ``plugins``: extra plugin
     objects (observers, fault injectors, backends); ``environ``: the task's environment (default:
-    this process's), for the plugins, settings and store and the options' environment fallbacks.
+    this process's), for the plugins, settings and store and the options' environment fallbacks;
+    ``spans``: the task's ``_resilience.spans.SpanLog``, when its calls are recorded for traces.
     """
     type_name = _check_config(config)
     environ = os.environ if environ is None else environ
@@ -265,4 +266,4 @@ def open_provider(config, settings=None, store=None, plugins=(), environ=None):
         settings = resolve_settings(environ=environ)
     if store is None:
         store = open_store(settings.state_store, environ=environ)
-    return GuardedProvider(provider, store, settings, manager.hook)
+    return GuardedProvider(provider, store, settings, manager.hook, spans=spans)
