@@ -25,6 +25,13 @@ description:
   - When the store cannot be read, the metrics get what the results said instead (the breaker
     states the tasks published, counters of this playbook only) and a warning says so; the play
     never fails because of the metrics.
+  - With O(traces), the tasks record each provider call and, at the end of the playbook, the
+    callback sends them as OpenTelemetry spans over OTLP/HTTP - one span per call, with its
+    attempts, waits, circuit breaker refusal and changes of state as events, under one span for
+    the run whose parent is O(traceparent) - configured by the OpenTelemetry SDK's
+    C(OTEL_EXPORTER_OTLP_*) environment variables. It needs the Python libraries
+    C(opentelemetry-sdk) and C(opentelemetry-exporter-otlp-proto-http) on the controller; without
+    them a warning says so and the tasks record nothing.
   - Results of tasks with C(no_log) are hidden from callbacks, so their calls are not counted.
 author:
   - resilient.virt developers (!UNKNOWN)
@@ -76,6 +83,31 @@ options:
       - section: callback_resilience_summary
         key: pushgateway_job
     version_added: 0.3.0
+  traces:
+    description:
+      - Send a span for every provider call to the OTLP/HTTP endpoint of the OpenTelemetry SDK's
+        variables (C(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or C(OTEL_EXPORTER_OTLP_ENDPOINT), with
+        C(OTEL_EXPORTER_OTLP_HEADERS) and the others) at the end of the playbook.
+      - The callback sets C(RESILIENT_VIRT_RECORD_SPANS=true) in the controller's environment so
+        that the tasks record their calls; a task that runs on another host records them only
+        when its C(environment) sets that variable too.
+    type: bool
+    default: false
+    env:
+      - name: RESILIENT_VIRT_SUMMARY_TRACES
+    ini:
+      - section: callback_resilience_summary
+        key: traces
+    version_added: 0.3.0
+  traceparent:
+    description:
+      - The W3C trace context (C(00-<trace id>-<span id>-<flags>)) the run's span is a child of,
+        as for P(community.general.opentelemetry#callback), so that the spans of both callbacks
+        are in one trace. Unset, the run's span starts a trace of its own.
+    type: str
+    env:
+      - name: TRACEPARENT
+    version_added: 0.3.0
 """
 
 EXAMPLES = r"""
@@ -93,10 +125,13 @@ EXAMPLES = r"""
 # ansible-playbook site.yml
 """
 
+import os
+
 from ansible.plugins.callback import CallbackBase
 
 from ansible_collections.resilient.virt.plugins.module_utils._masking import scrub, secret_values
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.breaker import list_breakers
+from ansible_collections.resilient.virt.plugins.module_utils._resilience.spans import RECORD_ENV
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.stats import merge
 from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 from ansible_collections.resilient.virt.plugins.module_utils._backup.records import NAMESPACE as BACKUPS
@@ -106,8 +141,10 @@ from ansible_collections.resilient.virt.plugins.plugin_utils import _state_gauge
 from ansible_collections.resilient.virt.plugins.plugin_utils._metric_totals import add_run, coverage_of
 from ansible_collections.resilient.virt.plugins.plugin_utils._metrics import (
     MissingClient, client, exposition, families, push, write_textfile)
+from ansible_collections.resilient.virt.plugins.plugin_utils._traces import MissingSdk, export, sdk, task_of
 
 RESULT_KEY = "resilience"
+SPANS_KEY = "resilience_spans"
 FAILOVER_ACTIONS = ("resilient.virt.failover_reservation", "failover_reservation")
 BREAKER_FACT = "resilient_virt_breakers"
 COLUMNS = (("provider", None), ("tasks", "tasks"), ("calls", "calls"), ("attempts", "attempts"),
@@ -149,6 +186,30 @@ class CallbackModule(CallbackBase):
         super().__init__(display=display, options=options)
         self.totals = {}  # provider key -> the entries added up, plus "tasks" and "state"
         self.coverage = {}  # creator -> the coverage of its last failover_reservation run
+        self.otel = None  # the OpenTelemetry SDK's pieces, when traces are sent
+        self.calls = []  # (task attributes, resilience_spans result) of every task and loop item
+        self.playbook = None
+        self.play = ""
+
+    def set_options(self, task_keys=None, var_options=None, direct=None):
+        super().set_options(task_keys=task_keys, var_options=var_options, direct=direct)
+        if not self.get_option("traces") or self.otel is not None:
+            return
+        try:
+            self.otel = sdk()
+        except MissingSdk as exc:
+            self._warn("resilience_summary: no traces are sent: %s" % exc)
+            return
+        os.environ[RECORD_ENV] = "true"  # read by every task (workers and module processes)
+
+    def _add_spans(self, result):
+        """Keep the recorded calls of one result, with the task's attributes."""
+        task = None
+        data = result._result
+        for item in [data] + (data.get("results") if isinstance(data.get("results"), list) else []):
+            if isinstance(item, dict) and isinstance(item.get(SPANS_KEY), dict):
+                task = task or task_of(result, self.play)
+                self.calls.append((task, item[SPANS_KEY]))
 
     def _add(self, data):
         """Count one result (a task's, or one item's of a loop)."""
@@ -182,12 +243,22 @@ class CallbackModule(CallbackBase):
         if isinstance(creator, str) and fields is not None:
             self.coverage[creator] = fields
 
+    def v2_playbook_on_start(self, playbook):
+        self.playbook = playbook._file_name
+
+    def v2_playbook_on_play_start(self, play):
+        self.play = play.get_name()
+
     def v2_runner_on_ok(self, result):
         self._add(result._result)
         self._add_coverage(result)
+        if self.otel is not None:
+            self._add_spans(result)
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         self._add(result._result)
+        if self.otel is not None:
+            self._add_spans(result)
 
     def v2_playbook_on_stats(self, stats):
         self._display.banner("RESILIENCE SUMMARY")
@@ -198,6 +269,17 @@ class CallbackModule(CallbackBase):
         path, gateway = self.get_option("metrics_file"), self.get_option("pushgateway_url")
         if path or gateway:
             self._publish(path, gateway)
+        if self.otel is not None and self.calls:
+            self._send_traces()
+
+    def _send_traces(self):
+        try:
+            export(self.otel, self.calls, traceparent=self.get_option("traceparent"),
+                   playbook=self.playbook, service_name=os.environ.get("OTEL_SERVICE_NAME"))
+        except Exception as exc:  # noqa: BLE001 - a collector that fails never fails the play
+            self._warn("resilience_summary: the traces could not be sent (%s: %s); check "
+                       "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT"
+                       % (type(exc).__name__, exc))
 
     def _from_store(self):
         """Add this playbook's calls to the store's totals; return what the metrics show, as

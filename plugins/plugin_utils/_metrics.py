@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.stats import DURATION_BUCKETS
 
 __all__ = ("client", "families", "exposition", "write_textfile", "push", "STATES", "PREFIX",
-           "MissingClient")
+           "MissingClient", "provider_labels")
 
 PREFIX = "resilient_virt_"
 STATES = ("closed", "open", "half_open")
@@ -60,7 +60,8 @@ def client():
     return CollectorRegistry, core, text
 
 
-def _provider(key):
+def provider_labels(key):
+    """The ``provider_type`` and ``provider`` labels of the provider key ``<type>:<name>``."""
     provider_type, sep, name = str(key).partition(":")
     return [provider_type, name] if sep else ["", provider_type]
 
@@ -78,7 +79,7 @@ def _breakers(core, breakers):
                                                  labels=PROVIDER))
                 for field, text in _BREAKER_COUNTERS]
     for breaker in sorted(breakers, key=lambda b: str(b.get("name"))):
-        labels = _provider(breaker.get("name"))
+        labels = provider_labels(breaker.get("name"))
         if breaker.get("state") in STATES:
             for name in STATES:
                 state.add_metric(labels + [name], int(name == breaker["state"]))
@@ -116,7 +117,7 @@ def _calls(core, totals):
         entry = totals[key]
         if not isinstance(entry, dict):
             continue
-        provider = _provider(key)
+        provider = provider_labels(key)
         for field, family in counters:
             if _number(entry.get(field)) is not None:
                 family.add_metric(provider, entry[field])
@@ -137,18 +138,18 @@ def _state(core, state):
                                    "provider and recorded status: done, error.",
                                    labels=["fleet"] + PROVIDER + ["status"])
     for (owner, key, status), count in sorted(state.get("fleet_vms", {}).items()):
-        fleet.add_metric([owner] + _provider(key) + [status], count)
+        fleet.add_metric([owner] + provider_labels(key) + [status], count)
     backups = core.GaugeMetricFamily(PREFIX + "backup_records", "Backup and restore records by "
                                      "provider, kind and phase.",
                                      labels=PROVIDER + ["kind", "phase"])
     for (key, kind, phase), count in sorted(state.get("backup_records", {}).items()):
-        backups.add_metric(_provider(key) + [kind, phase], count)
+        backups.add_metric(provider_labels(key) + [kind, phase], count)
     unfinished = core.GaugeMetricFamily(
         PREFIX + "backup_oldest_unfinished_created_timestamp_seconds", "When the oldest backup "
         "or restore record not in a final phase was created (Unix time).",
         labels=PROVIDER + ["kind"])
     for (key, kind), epoch in sorted(state.get("unfinished_backups", {}).items()):
-        unfinished.add_metric(_provider(key) + [kind], epoch)
+        unfinished.add_metric(provider_labels(key) + [kind], epoch)
     out = [fleet, backups, unfinished]
     held = state.get("reserved_capacity", {})
     for index, (name, text) in enumerate((

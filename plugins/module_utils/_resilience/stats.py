@@ -38,7 +38,7 @@ from typing import Any
 from ansible_collections.resilient.virt.plugins.module_utils import errors
 
 __all__ = ("CallStats", "merge", "summary", "COUNTERS", "SECONDS", "MAX_PROVIDERS", "OTHERS",
-           "DURATION_BUCKETS", "OUTCOMES", "MAX_OPERATIONS", "OTHER")
+           "DURATION_BUCKETS", "OUTCOMES", "MAX_OPERATIONS", "OTHER", "operation_label")
 
 COUNTERS = ("calls", "attempts", "retries", "rate_limit_waits", "failures", "refused",
             "failed_calls")
@@ -52,6 +52,11 @@ OUTCOMES = frozenset(["ok"] + [cls.type for cls in vars(errors).values()
 MAX_OPERATIONS = 40  # operations beyond it are added up under OTHER
 OTHER = "other"  # an outcome outside OUTCOMES, an operation name that is not one, or one too many
 _OPERATION = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+
+
+def operation_label(operation: Any) -> str:
+    """``operation`` when it is an operation name of the code's form, else :data:`OTHER`."""
+    return operation if isinstance(operation, str) and _OPERATION.match(operation) else OTHER
 
 
 def _empty() -> dict[str, Any]:
