@@ -19,6 +19,7 @@ machine.
 import ast
 import filecmp
 import importlib.metadata
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -56,7 +57,8 @@ def _version():
 
 
 def _third_party_imports():
-    """Top-level names of the modules plugins/ imports that are neither stdlib nor Ansible."""
+    """The modules plugins/ imports that are neither stdlib nor Ansible, by dotted name (``from
+    package import name`` counts as ``package.name``: a name may be a module)."""
     found = set()
     for where, _dirs, files in os.walk(os.path.join(ROOT, "plugins")):
         for name in files:
@@ -66,11 +68,34 @@ def _third_party_imports():
                 tree = ast.parse(handle.read())
             for node in ast.walk(tree):
                 if isinstance(node, ast.Import):
-                    found.update(alias.name.split(".")[0] for alias in node.names)
+                    found.update(alias.name for alias in node.names)
                 elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                    found.add(node.module.split(".")[0])
-    return set(name for name in found if name not in sys.stdlib_module_names
-               and name not in ("ansible", "ansible_collections", "__future__"))
+                    found.update(node.module + "." + alias.name for alias in node.names)
+    return set(name for name in found if name.split(".")[0] not in sys.stdlib_module_names
+               and name.split(".")[0] not in ("ansible", "ansible_collections", "__future__"))
+
+
+def _origin(module):
+    """The file of ``module``; None when it is no module (a class, a namespace package)."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except ImportError:  # a name inside a module, not a module
+        return None
+    return spec.origin if spec is not None and spec.has_location else None
+
+
+def _providers(module, distributions):
+    """The distributions that provide ``module``: those of its top-level package or, when
+    several share it as a namespace (opentelemetry), the one whose files hold the module."""
+    owners = distributions.get(module.split(".")[0], [])
+    if len(owners) < 2:
+        return owners
+    while _origin(module) is None:
+        module = module.rsplit(".", 1)[0]  # ``from package import name``: name is no module
+    origin = os.path.realpath(_origin(module))
+    return [owner for owner in owners
+            if any(os.path.realpath(entry.locate()) == origin
+                   for entry in importlib.metadata.distribution(owner).files or ())]
 
 
 @pytest.fixture(scope="module")
@@ -116,8 +141,9 @@ def test_ee_requirements_are_the_runtime_imports_with_the_bounds_of_requirements
     distributions = importlib.metadata.packages_distributions()
     imported = set()
     for name in _third_party_imports():
-        assert name in distributions, "plugins import %s, which no installed package provides" % name
-        imported.update(dist.lower() for dist in distributions[name])
+        owners = _providers(name, distributions)
+        assert owners, "plugins import %s, which no installed package provides" % name
+        imported.update(dist.lower() for dist in owners)
     assert set(ee) == imported, "meta/ee-requirements.txt must list exactly what plugins/ imports"
     for name, bounds in ee.items():
         assert everything.get(name) == bounds, "%s: %r here, %r in requirements.txt" % (
