@@ -7,8 +7,8 @@ resilience_summary callback gathers them with the task each came from and, at th
 playbook, :func:`export` turns them into spans: one span for the run, ``resilient.virt
 provider calls``, whose parent is the W3C ``traceparent`` when one is given (the TRACEPARENT
 that community.general.opentelemetry honours too, so that both land in the same trace), and
-under it one span per provider call, with its events. They are sent in one OTLP/HTTP export
-(protobuf), configured by the SDK's own ``OTEL_EXPORTER_OTLP_*`` variables.
+under it one span per provider call, with its events. They are sent over OTLP/HTTP (protobuf),
+:data:`BATCH` spans a request, configured by the SDK's own ``OTEL_EXPORTER_OTLP_*`` variables.
 
 :func:`sdk` imports the SDK, only when traces are asked for. Every value put on a span is
 checked here: numbers, the code's operation names, error types and breaker states, the provider
@@ -28,6 +28,7 @@ __all__ = ("sdk", "MissingSdk", "export", "task_of", "RUN_SPAN", "PROTOCOLS")
 RUN_SPAN = "resilient.virt provider calls"
 PROTOCOLS = ("http/protobuf",)
 SCOPE = "resilient.virt"
+BATCH = 1000  # spans per OTLP request, far below the exporter's size limit (64 MiB)
 _STATES = ("closed", "open", "half_open")
 _ATTEMPT_OUTCOMES = ("ok", "error", "timeout")
 _COUNTS = (  # (record field, span attribute)
@@ -184,8 +185,13 @@ def export(otel, calls, traceparent=None, playbook=None, service_name=None):
              "ERROR": trace.StatusCode.ERROR}
     sent = sum(1 for task, record in records if _call_span(tracer, context, record, task, kinds))
     run.end(end_time=max(end for _, end in times))
-    outcome = otel["OTLPSpanExporter"]().export(memory.get_finished_spans())
-    provider.shutdown()
-    if outcome != otel["SpanExportResult"].SUCCESS:
-        raise RuntimeError("the OTLP exporter could not send them (see its log line above)")
+    finished = memory.get_finished_spans()
+    exporter = otel["OTLPSpanExporter"]()
+    try:
+        for first in range(0, len(finished), BATCH):
+            if exporter.export(finished[first:first + BATCH]) != otel["SpanExportResult"].SUCCESS:
+                raise RuntimeError("the OTLP exporter could not send them (see its log line above)")
+    finally:
+        exporter.shutdown()
+        provider.shutdown()
     return sent
