@@ -18,7 +18,9 @@ description:
     V(resilient_virt_unreachable_providers) variable of the C(all) group names it.
     O(fail_on_errors) (or O(strict)) makes that an error. The
     V(resilient_virt_provider_answers) variable of C(all) tells, for every provider, whether it
-    answered, in how long, its breaker state and its error.
+    answered, in how long, its breaker state, its error and its warnings.
+  - What a provider that answered tells the user is a warning too, such as a Proxmox VE node that
+    is offline (its VMs listed with state V(unknown)).
   - A VM or host deleted while the inventory is read is left out, never an error.
   - Uses any file whose name ends in C(hypervisors.yml) or C(hypervisors.yaml), so that AWX's
     C(auto) inventory plugin accepts it.
@@ -428,6 +430,10 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                              "inventory" % (answer["name"], error))
         if lines and (self.get_option("fail_on_errors") or self.get_option("strict")):
             raise AnsibleParserError("; ".join(lines))
+        for answer in answers:
+            if answer["ok"] and not answer.get("stale"):
+                lines.extend("provider %s: %s" % (answer["name"], self._scrub(warning))
+                             for warning in answer.get("warnings") or ())
         for line in lines:
             self.display.warning(line)
 

@@ -1,9 +1,10 @@
 """What the proxmox provider does under the faults a Proxmox VE cluster shows, through real
 ansible-playbook runs against a PVE API simulator (fakepve) with faults injected: a VM held by a
 backup that ends a few seconds later (retried, ends ok), a login ticket that expired (renewed,
-the task ends ok), a node that is offline (Unavailable, and the other VMs still listed), a task
-that hangs (Timeout within the time limits given), a running VM that is an HA resource (taken
-out of HA before it is deleted, and deleted once the HA manager has stopped it).
+the task ends ok), a node that is offline (Unavailable, the other VMs still listed and a
+warning naming the node), a task that hangs (Timeout within the time limits given), a running
+VM that is an HA resource (taken out of HA before it is deleted, and deleted once the HA
+manager has stopped it).
 """
 from playbook_runner import play, run_playbook
 
@@ -69,6 +70,8 @@ def test_offline_node_is_unavailable(simulated_pve, tmp_path):
     assert not listed.failed, listed
     states = dict((vm["name"], vm["state"]) for vm in listed["vms"])
     assert states["far1"] == "unknown" and states["near1"] == "stopped", states
+    named = [w for w in listed["warnings"] if w.startswith("node pve2 of %s is offline" % KEY)]
+    assert len(named) == 1 and not [w for w in listed["warnings"] if "pve3" in w], listed
 
 
 def test_hanging_task_times_out_within_the_limits(simulated_pve, tmp_path):

@@ -1,9 +1,9 @@
 """The hypervisors inventory on a simulated three-node Proxmox VE cluster (fakepve,
 ``pve_simulator.py``) through real ``ansible-inventory`` runs: the nodes and every VM come from
 one ``/cluster/resources`` request whatever the number of VMs, and a node that is offline is a
-disconnected hypervisor whose VMs are ``unknown``, not a failed inventory; ``vm_details`` reads
-the metadata kept in each VM's configuration. The simulator's own record of the requests it
-answered is the oracle."""
+disconnected hypervisor whose VMs are ``unknown`` with a warning naming it, not a failed
+inventory; ``vm_details`` reads the metadata kept in each VM's configuration. The
+simulator's own record of the requests it answered is the oracle."""
 from inventory_runner import run_inventory
 
 P = "resilient_virt_"
@@ -60,6 +60,9 @@ def test_offline_node_does_not_fail_the_inventory(simulated_pve, tmp_path):
               "state_store": "sqlite:///%s" % (tmp_path / "state.db")}
     run = run_inventory(tmp_path, source)
     assert run.rc == 0, run
+    assert "provider pve: node pve2 of proxmox:pve is offline" in " ".join(run.stderr.split()), run
+    answers = run.all_vars[P + "provider_answers"]["pve"]
+    assert answers["ok"] and [w for w in answers["warnings"] if "node pve2 " in w], answers
     assert run.hostvars["pve2"][P + "state"] == "disconnected", run.hostvars["pve2"]
     assert run.hostvars["pve1"][P + "state"] == "connected"
     assert run.hostvars["inv-01"][P + "power_state"] == "unknown"  # on pve2

@@ -115,7 +115,8 @@ def summary(answers):
                  "stale": bool(answer.get("stale")), "error": answer["error"],
                  "breaker": answer["breaker"], "seconds": answer.get("seconds"),
                  "hypervisors": len(answer.get("hypervisors") or []) if answer["ok"] else 0,
-                 "vms": len(answer.get("vms") or []) if answer["ok"] else 0}
+                 "vms": len(answer.get("vms") or []) if answer["ok"] else 0,
+                 "warnings": list(answer.get("warnings") or [])}
         entry.update(_when(answer))
         providers[answer["name"]] = entry
         if not answer["ok"]:

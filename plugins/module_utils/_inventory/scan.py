@@ -34,9 +34,10 @@ FATAL_ERRORS = ("InvalidSpec", "NotSupported")
 
 def _answer(name, started, **fields):
     """A provider's answer: name, type, key, ok, error, hypervisors, vms, breaker, seconds,
-    scanned_at (epoch seconds), stale (False: this run's answer)."""
+    scanned_at (epoch seconds), stale (False: this run's answer), warnings (what the provider
+    told the user, such as a node it could not read)."""
     answer = {"name": name, "type": None, "key": None, "ok": False, "error": None,
-              "hypervisors": [], "vms": [], "breaker": None, "stale": False,
+              "hypervisors": [], "vms": [], "breaker": None, "stale": False, "warnings": [],
               "seconds": round(time.monotonic() - started, 3), "scanned_at": time.time()}
     answer.update(fields)
     return answer
@@ -96,7 +97,8 @@ def _ask(name, config, settings, store, include_vms, vm_filters, timeout, detail
     # plain JSON types only (a backend may hand out its library's int and str subclasses)
     hypervisors, vms = json.loads(json.dumps([hypervisors, vms], default=str))
     return _answer(name, started, type=provider.type_name, key=provider.key, ok=True,
-                   hypervisors=hypervisors, vms=vms, breaker=_breaker_state(provider))
+                   hypervisors=hypervisors, vms=vms, breaker=_breaker_state(provider),
+                   warnings=[scrub(w, secret_values(config)) for w in provider.warnings])
 
 
 def _cut_off(provider, timeout):

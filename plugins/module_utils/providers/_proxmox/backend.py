@@ -42,6 +42,8 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.
     reconfigure as reconfigure_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.faults import (
     classify_exception)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.nodes import (
+    offline_nodes, offline_warning)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.power import (
     power as power_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.session import (
@@ -214,9 +216,17 @@ class ProxmoxProvider(SharedConnectionMixin, Provider):
     def list_hypervisors(self):
         return self._hypervisors(self.session().resources())
 
+    def _warn_offline(self, records):
+        """A warning per node that ``/cluster/resources`` entries show offline (``nodes.py``)."""
+        for node in offline_nodes(records):
+            warning = offline_warning(self.key, node)
+            if warning not in self.warnings:
+                self.warnings.append(warning)
+
     def _hypervisors(self, records):
         """The hypervisor dicts of the nodes of a ``/cluster/resources`` answer (an offline node
-        shows as disconnected)."""
+        shows as disconnected, with a warning)."""
+        self._warn_offline(records)
         counts = {}
         for record in records:
             if record.get("type") == "qemu":
@@ -269,12 +279,13 @@ class ProxmoxProvider(SharedConnectionMixin, Provider):
                 "vms": sorted((vm for vm in vms if match_filters(vm, filters)),
                               key=lambda vm: vm["name"] or "")}
 
-    @staticmethod
-    def _listed(session, filters, records=None):
+    def _listed(self, session, filters, records=None):
         """The ``/cluster/resources`` entries of the VMs (``records``, else the cluster's) that
         pass the filters the entries answer (name, hypervisor). A VM of an offline node (status
-        ``unknown``) cannot be read further: the lists show it from these entries alone."""
+        ``unknown``) cannot be read further: the lists show it from these entries alone, and a
+        warning names its node."""
         records = session.vm_resources() if records is None else records
+        self._warn_offline(records)
         if filters and "name" in filters:
             import fnmatch
 
