@@ -10,6 +10,8 @@
 #   apply lab/vcsim/*.patch to a copy of that package (lab/vcsim.py builds from the copy).
 # - prometheus (with promtool), prometheus-node-exporter and prometheus-pushgateway for the tests
 #   of the metrics against the real thing (each test starts its own, never the system service).
+# - openjdk-17-jre-headless: the Java ansible-rulebook's rule engine (drools) runs on, for the
+#   tests of the hypervisor_events source under a real ansible-rulebook.
 #
 # apt runs only when a package is missing (apt-get update only then). No service is started
 # by the installation: the lab starts its own daemons in private mount namespaces.
@@ -17,7 +19,7 @@ set -eu
 
 PACKAGES="libvirt-daemon-system qemu-system-x86 qemu-utils libvirt-clients libvirt-dev pkg-config gcc
 libc6-dev redis-server redis-sentinel openssh-server openssh-client openssl golang-go golang-github-vmware-govmomi-dev patch shellcheck
-prometheus prometheus-node-exporter prometheus-pushgateway"
+prometheus prometheus-node-exporter prometheus-pushgateway openjdk-17-jre-headless"
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps.sh: run as root" >&2
@@ -60,3 +62,5 @@ mkdir -p /etc/libvirt /var/lib/libvirt /var/log/libvirt /var/cache/libvirt
 for cmd in unshare nsenter mount libvirtd virtlogd qemu-system-x86_64 qemu-img qemu-io virsh redis-server redis-sentinel sshd ssh-keygen go patch prometheus promtool prometheus-node-exporter prometheus-pushgateway; do
     command -v "$cmd" >/dev/null 2>&1 || { echo "install-deps.sh: $cmd still missing" >&2; exit 1; }
 done
+[ -x /usr/lib/jvm/java-17-openjdk-amd64/bin/java ] || [ -x /usr/lib/jvm/java-17-openjdk-arm64/bin/java ] || {
+    echo "install-deps.sh: Java 17 (openjdk-17-jre-headless) still missing" >&2; exit 1; }
