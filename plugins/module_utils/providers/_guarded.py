@@ -2,8 +2,8 @@
 
 Operation classes (they pick the time limit of each attempt): validate -> ``validate``;
 list_hypervisors, list_vms, list_vm_summaries, list_hypervisors_and_vms, describe, find,
-list_snapshots -> ``describe``; create, delete, power, reconfigure, migrate, create_snapshot,
-delete_snapshot, revert_snapshot -> ``mutating``; task_status -> ``task_status``. Backup hooks
+list_snapshots -> ``describe``; create, delete, power, reconfigure, migrate, migrate_to,
+create_snapshot, delete_snapshot, revert_snapshot -> ``mutating``; task_status -> ``task_status``. Backup hooks
 (``hookspecs.py``): backup_prepare, backup_list -> ``describe``; backup_start, backup_cancel,
 backup_delete -> ``mutating``; backup_poll -> ``task_status``.
 
@@ -16,7 +16,8 @@ Before retrying a mutating call, a look at the provider decides whether an earli
 already did the work: create -> a VM of that name exists; delete -> the VM is gone; power ->
 the VM is in the wanted state (on: running; off, shutdown: stopped; pause: paused; suspend:
 suspended; reboot is always redone); reconfigure -> the VM has every wanted value
-(``_reconfigure.differences``); migrate -> the VM is on the target; create_snapshot -> the VM
+(``_reconfigure.differences``); migrate -> the VM is on the target host; migrate_to -> the
+target provider has the VM and this one has not; create_snapshot -> the VM
 has a snapshot of that name; delete_snapshot -> it has none (revert_snapshot is always redone:
 reverting twice ends the same);
 backup_start -> polling the handle finds the operation (running or finished). Before that look,
@@ -25,8 +26,9 @@ abandoned attempt goes on in its thread, and an operation a backend recorded wit
 ``Provider.started`` is followed through ``task_status``; a retry never starts the work again
 while the first may still be doing it.
 
-A graceful shutdown that the guest does not finish within its timeout raises Timeout at once:
-the provider answered, so it is neither retried nor counted by the circuit breaker.
+A graceful shutdown that the guest does not finish within its timeout, and a migration that the
+backend cancelled at its ``timeout``, raise Timeout at once: the provider answered, so it is
+neither retried nor counted by the circuit breaker.
 
 Every operation that takes a VM name checks it first (``Provider.check_name``), so a name the
 platform would refuse or mishandle never reaches it. Error messages are scrubbed of the
@@ -42,7 +44,8 @@ OPERATION_CLASS = {
     "validate": "validate", "list_hypervisors": "describe", "list_vms": "describe",
     "list_vm_summaries": "describe", "list_hypervisors_and_vms": "describe",
     "describe": "describe", "find": "describe", "create": "mutating", "delete": "mutating",
-    "power": "mutating", "reconfigure": "mutating", "migrate": "mutating", "task_status": "task_status",
+    "power": "mutating", "reconfigure": "mutating", "migrate": "mutating", "migrate_to": "mutating",
+    "task_status": "task_status",
     "list_snapshots": "describe", "create_snapshot": "mutating", "delete_snapshot": "mutating",
     "revert_snapshot": "mutating",
 }
@@ -54,8 +57,9 @@ _POWER_STATE = {"on": "running", "off": "stopped", "shutdown": "stopped", "pause
                 "suspend": "suspended"}
 
 
-class _GuestTimeout(VirtError):
-    """The guest did not stop in time: an answer, not an outage (not retried, not counted)."""
+class _AnsweredTimeout(VirtError):
+    """A time limit the backend kept itself (a guest that did not stop, a migration it
+    cancelled): an answer, not an outage (not retried, not counted)."""
 
     type = "Timeout"
 
@@ -224,22 +228,18 @@ class GuardedProvider:
         arguments = {"name": name, "action": action, "timeout": timeout}
         if action != "shutdown":
             return self._call("power", arguments, look)
-        limit = self.policy.settings.timeout_for("mutating")
-        if timeout is not None and timeout >= limit:
-            raise field_error("shutdown_timeout", "%gs must be shorter than the time limit of a "
-                              "changing call, resilience.timeout_mutating (%gs); lower the first "
-                              "or raise the second" % (timeout, limit))
+        self._check_own_timeout(timeout, "shutdown_timeout")
         self.provider.require("power")
 
         def shutdown():
             try:
                 return self.provider.power(**arguments)
             except Timeout as exc:  # raised by the backend itself: the guest is still running
-                raise _GuestTimeout(exc) from exc
+                raise _AnsweredTimeout(exc) from exc
 
         try:
             return self._guard("power", "mutating", shutdown, arguments, look)
-        except _GuestTimeout as err:
+        except _AnsweredTimeout as err:
             raise err.timeout from None
 
     def reconfigure(self, name, **changes):
@@ -260,10 +260,60 @@ class GuardedProvider:
         return self._call("reconfigure", dict(changes, name=name), self._look(
             name, lambda vm: vm is not None and not differences(vm, changes)))
 
-    def migrate(self, name, hypervisor):
+    def _check_own_timeout(self, timeout, field):
+        """InvalidSpec naming ``field`` unless a time limit the backend keeps itself ends
+        before the attempt's own (a Timeout of the attempt would be retried)."""
+        limit = self.policy.settings.timeout_for("mutating")
+        if timeout is not None and timeout >= limit:
+            raise field_error(field, "%gs must be shorter than the time limit of a "
+                              "changing call, resilience.timeout_mutating (%gs); lower the first "
+                              "or raise the second" % (timeout, limit))
+
+    def migrate(self, name, hypervisor, **placement):
+        """Move the VM to host ``hypervisor`` of this provider; ``placement`` (resource_pool,
+        datastore) is passed only with the keys given."""
         self.provider.check_name(name)
-        return self._call("migrate", {"name": name, "hypervisor": hypervisor}, self._look(
-            name, lambda vm: vm is not None and vm.get("hypervisor") == hypervisor))
+        arguments = dict(((key, value) for key, value in placement.items() if value is not None),
+                         name=name, hypervisor=hypervisor)
+        datastore = placement.get("datastore")
+        return self._call("migrate", arguments, self._look(
+            name, lambda vm: vm is not None and vm.get("hypervisor") == hypervisor and (
+                datastore is None or (vm.get("placement") or {}).get("datastore") == datastore)))
+
+    def migrate_to(self, name, target, live=True, timeout=None, bandwidth_mib=None):
+        """Move the VM to the provider ``target`` (a GuardedProvider of the same type); a retry
+        looks first whether the target has it and this provider has not."""
+        self.provider.check_name(name)
+        self._check_own_timeout(timeout, "timeout")
+        if target.type_name != self.type_name:
+            raise field_error("target", "%s is a %s provider; a %s VM moves to another %s "
+                              "provider" % (target.key, target.type_name, self.type_name,
+                                            self.type_name))
+        self.provider.require("migrate_to")
+        arguments = {"name": name, "target": target.provider, "live": live, "timeout": timeout,
+                     "bandwidth_mib": bandwidth_mib}
+
+        def look():
+            try:
+                vm = target.provider.describe(name)
+            except NotFound:
+                return False, None
+            try:
+                self.provider.describe(name)
+            except NotFound:
+                return True, {"vm": vm, "mode": None, "downtime_ms": None, "copied_disks": []}
+            return False, None
+
+        def work():
+            try:
+                return self.provider.migrate_to(**arguments)
+            except Timeout as exc:  # raised by the backend itself: the migration was cancelled
+                raise _AnsweredTimeout(exc) from exc
+
+        try:
+            return self._guard("migrate_to", "mutating", work, arguments, look)
+        except _AnsweredTimeout as err:
+            raise err.timeout from None
 
     def task_status(self, task_id):
         return self._call("task_status", {"task_id": task_id})

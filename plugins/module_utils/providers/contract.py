@@ -55,7 +55,8 @@ __all__ = ("Provider", "Option", "VM", "VM_FIELDS", "new_vm", "check_filters", "
 SNAPSHOT_CAPABILITIES = ("list_snapshots", "create_snapshot", "delete_snapshot",
                          "revert_snapshot")
 CAPABILITIES = ("validate", "list_hypervisors", "list_vms", "describe", "find", "create",
-                "delete", "power", "reconfigure", "task_status", "migrate") + SNAPSHOT_CAPABILITIES
+                "delete", "power", "reconfigure", "task_status", "migrate",
+                "migrate_to") + SNAPSHOT_CAPABILITIES
 POWER_ACTIONS = ("on", "off", "shutdown", "reboot", "pause", "suspend")
 VM_STATES = ("running", "stopped", "paused", "suspended", "unknown")
 VM_FIELDS = ("name", "uuid", "hypervisor", "az", "state", "vcpus", "memory_mb", "disks",
@@ -478,8 +479,23 @@ class Provider:
         whatever it was in before. Returns the VM dict after."""
         raise self.unsupported("revert_snapshot")
 
-    def migrate(self, name: str, hypervisor: str) -> VM:
+    # -- migration (optional: hookspecs.py is the manual) ---------------------------------------
+    def migrate(self, name: str, hypervisor: str, **placement: Any) -> VM:
+        """Move VM ``name`` to the host ``hypervisor`` of this provider, live when it runs;
+        ``placement`` may give ``resource_pool`` and ``datastore`` (only those given are
+        passed). Returns the VM dict after the move."""
         raise self.unsupported("migrate")
+
+    def migrate_to(self, name: str, target: Provider, live: bool = True,
+                   timeout: float | None = None, bandwidth_mib: int | None = None
+                   ) -> dict[str, Any]:
+        """Move VM ``name`` to the provider ``target`` (another endpoint of this backend's
+        type), its disks copied, live when it runs (``live`` False: paused while its memory is
+        copied), a stopped VM cold; a migration still going on after ``timeout`` s is cancelled
+        and raises Timeout, the VM running on this provider as before. Returns ``{"vm": the VM
+        dict on the target, "mode": live, paused or cold, "downtime_ms": the guest's downtime
+        or None, "copied_disks": [paths]}``."""
+        raise self.unsupported("migrate_to")
 
     def classify_error(self, exc: BaseException) -> VirtError | None:
         """Map an exception of the backend's library to a VirtError, or None to pass."""

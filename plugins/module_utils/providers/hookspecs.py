@@ -156,6 +156,34 @@ def resilient_virt_release_capacity(provider: Provider,
 #   the VM and why, and says what would work instead.
 
 
+# -- migration --------------------------------------------------------------------------------
+# Moving a VM to another hypervisor. Optional Provider methods, not hooks, one of two kinds
+# (their docstrings in ``contract.Provider``; the ``vm_migrate`` module uses them, through
+# ``_migration/``):
+#
+#   migrate(name, hypervisor, **placement) -> VM dict   capability ``migrate``: between the hosts
+#       of one provider (vSphere: RelocateVM_Task); ``placement`` may give ``resource_pool`` and
+#       ``datastore``, passed only when the user gives them.
+#   migrate_to(name, target, live, timeout, bandwidth_mib) -> {vm, mode, downtime_ms,
+#       copied_disks}   capability ``migrate_to``: to another provider of the same backend
+#       (libvirt: one provider per host); ``target`` is that provider, unguarded (the backend
+#       uses its connection; abandoning the call abandons it too).
+#
+# What the collection does around them (``_guarded.py``): both are changing calls, guarded and
+# seen by ``resilient_virt_before_call``/``_after_call`` under their names. A retried call looks
+# first: ``migrate`` is done when the VM is on ``hypervisor``, ``migrate_to`` when ``target``
+# has the VM and this provider has not; the work of an abandoned attempt is waited for before
+# that look. ``migrate_to``'s ``timeout`` is shorter than the attempt's time limit (checked
+# before the call): a backend keeps it itself, cancels the migration and raises Timeout, which
+# is an answer (not retried, not counted by the circuit breaker). What a backend owes:
+#
+# * Check what it can before anything moves (the target's CPU where the platform tells, the
+#   storage the disks need there), and refuse with Conflict, NotSupported or InvalidSpec naming
+#   what fails and the fix.
+# * A migration that fails or is cancelled leaves the VM where it was, running if it ran, and
+#   removes what it made on the target; there are never two copies of the VM that run.
+# * ``changed`` is False in the VM dict when the VM already was where asked (``migrate``).
+
 # -- backups ----------------------------------------------------------------------------------
 # A backup or a restore is one provider operation followed through a handle: ``prepare`` plans
 # it without changing anything, the collection writes the handle to the backup record, then

@@ -9,7 +9,8 @@ hung daemon), and ``close()`` itself gives up after a few seconds.
 
 The host is reported as one hypervisor named by ``provider.name`` (else the host name), in
 availability zone ``provider.az``, with ``provider.traits``. libvirt is synchronous (no task
-ids), so ``task_status`` is not a capability; neither is ``migrate``. Backups are in
+ids), so ``task_status`` is not a capability; neither is ``migrate`` (one host per provider):
+``migrate_to`` moves a VM to another libvirt provider (``migrate.py``, loaded by it). Backups are in
 ``backup.py``, loaded on the first backup call (``_registry.BuiltinBackups``); creating a VM,
 its volumes and seed in ``create.py``, loaded by a create, a reconfigure or a delete of volumes;
 reconfiguring one in ``edit.py``, loaded by a reconfigure; power actions in ``power.py``;
@@ -133,7 +134,8 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
 
     type_name = "libvirt"
     capabilities = frozenset(("validate", "list_hypervisors", "list_vms", "describe", "create",
-                              "delete", "power", "reconfigure", "find") + SNAPSHOT_CAPABILITIES)
+                              "delete", "power", "reconfigure", "find",
+                              "migrate_to") + SNAPSHOT_CAPABILITIES)
     reconfigurable = frozenset(("vcpus", "memory_mb", "metadata", "tags", "disks", "interfaces",
                                 "autostart", "boot"))
     options = dict(Provider.options, **{
@@ -182,6 +184,7 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
         self._offered = None  # (domain type, its warning, CPU modes) once read
         self._shared = SharedConnection(self._open, lambda conn: conn.close(), CLOSE_TIMEOUT,
                                         "libvirt close of %s" % self.key, _forget)
+        self._peer = None  # the target provider of a migration in progress
 
     def spec_errors(self, spec):
         # imported here: only a create or a change checks a spec (see the docstring above)
@@ -442,6 +445,25 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
 
     def power(self, name, action, timeout=None):
         return power_vm(self, name, action, timeout)
+
+    def migrate_to(self, name, target, live=True, timeout=None, bandwidth_mib=None):
+        """Move the VM to the libvirt provider ``target`` (``migrate.py``)."""
+        # imported here: only a migration needs it (see the docstring above)
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.migrate import (
+            migrate_to)
+
+        self._peer = target
+        try:
+            return migrate_to(self, name, target, live, timeout, bandwidth_mib)
+        finally:
+            self._peer = None
+
+    def abandon(self):
+        """Drop the connection of the abandoned call, and the target's of a migration."""
+        peer = self._peer
+        super().abandon()
+        if peer is not None:
+            peer.abandon()
 
     def reconfigure(self, name, vcpus=None, memory_mb=None, **changes):
         """Change the definition, then the running domain where it can take the change: vCPUs,

@@ -87,10 +87,11 @@ def _logout(session):
 
 
 class VSphereProvider(SharedConnectionMixin, Provider):
-    """A vCenter or ESXi endpoint: every capability of the contract."""
+    """A vCenter or ESXi endpoint: every capability of the contract but ``migrate_to`` (its
+    VMs move between the hosts of one provider, with ``migrate``)."""
 
     type_name = "vsphere"
-    capabilities = frozenset(CAPABILITIES)
+    capabilities = frozenset(CAPABILITIES) - {"migrate_to"}
     reconfigurable = frozenset(("vcpus", "memory_mb", "metadata", "tags", "disks", "interfaces",
                                 "placement"))
     options = dict(Provider.options, **{
@@ -352,8 +353,8 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         return reconfigure_vm(self, name, vcpus, memory_mb, metadata, tags, disks, interfaces,
                               autostart, placement)
 
-    def migrate(self, name, hypervisor):
-        return migrate_vm(self, name, hypervisor)
+    def migrate(self, name, hypervisor, resource_pool=None, datastore=None):
+        return migrate_vm(self, name, hypervisor, resource_pool, datastore)
 
     # imported in each: only a snapshot task needs snapshots.py and snapshot_tree.py (6.5 ms in
     # a fresh process without bytecode files, python3 -X importtime)

@@ -160,9 +160,10 @@ def _check_power_for(name, props, current, plan, hardware):
                        "hot plug on the VM" % (name, " or ".join(refused)))
 
 
-def migrate(provider, name, hypervisor):
-    """Move VM ``name`` to host ``hypervisor`` (vMotion when running), keeping its storage,
-    and its resource pool when the host is in the same cluster."""
+def migrate(provider, name, hypervisor, resource_pool=None, datastore=None):
+    """Move VM ``name`` to host ``hypervisor`` (vMotion when running), into ``resource_pool``
+    and onto ``datastore`` (storage vMotion) when given, else keeping its storage, and its
+    resource pool when the host is in the same cluster; ``changed`` False when it was there."""
     from pyVmomi import vim
 
     session = provider.session()
@@ -171,9 +172,11 @@ def migrate(provider, name, hypervisor):
     if not found:
         raise NotFound("VM %r not found on %s" % (name, provider.key))
     paths = dict((key, "placement." + key) for key in PLACEMENT_KEYS)
-    relocate(session, ref, name, found[0][1], {"host": hypervisor},
-             dict(paths, host="hypervisor"))
-    return session.describe(ref, name)
+    wanted = {"host": hypervisor, "resource_pool": resource_pool, "datastore": datastore}
+    moved = relocate(session, ref, name, found[0][1], wanted,
+                     dict(paths, host="hypervisor", resource_pool="resource_pool",
+                          datastore="datastore"))
+    return dict(session.describe(ref, name), changed=moved)
 
 
 def backing_resolver(session, props):
