@@ -17,7 +17,7 @@ LAYERS = (
     ("resilience and state", (UTILS + "_resilience/", UTILS + "_state/")),
     ("providers", (UTILS + "providers/", UTILS + "_required_libraries.py")),
     ("tasks", (UTILS + "_vm/", UTILS + "_fleet/", UTILS + "_backup/", UTILS + "_snapshot/",
-               UTILS + "_failover/", UTILS + "_health/", UTILS + "_inventory/",
+               UTILS + "_failover/", UTILS + "_health/", UTILS + "_inventory/", UTILS + "_migration/",
                UTILS + "_task_context.py")),
     ("module base", (UTILS + "_module_base.py", UTILS + "_awx.py")),
     ("modules and plugins", ("plugins/modules/", "plugins/action/", "plugins/callback/",

@@ -86,6 +86,8 @@ VALID = {  # a working call of each module, for fuzzing one field at a time
     "backup": {"provider": GOOD_PROVIDER, "vm": "test", "wait": False},
     "backup_status": {"mode": "reconcile", "provider": GOOD_PROVIDER},
     "vm_snapshot": {"provider": GOOD_PROVIDER, "vm": "test", "name": "fuzz-snap", "state": "absent"},
+    "vm_migrate": {"provider": GOOD_PROVIDER, "vm": "test",
+                   "target": dict(GOOD_PROVIDER, name="fuzz-target")},
 }
 
 
