@@ -18,7 +18,7 @@ LAYERS = (
     ("providers", (UTILS + "providers/", UTILS + "_required_libraries.py")),
     ("tasks", (UTILS + "_vm/", UTILS + "_fleet/", UTILS + "_backup/", UTILS + "_snapshot/",
                UTILS + "_failover/", UTILS + "_health/", UTILS + "_inventory/", UTILS + "_migration/",
-               UTILS + "_task_context.py")),
+               UTILS + "_events/", UTILS + "_task_context.py")),
     ("module base", (UTILS + "_module_base.py", UTILS + "_awx.py")),
     ("modules and plugins", ("plugins/modules/", "plugins/action/", "plugins/callback/",
                              "plugins/inventory/", "plugins/plugin_utils/",
