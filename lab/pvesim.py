@@ -7,8 +7,10 @@ agent in memory: VMs made on it are gone when it stops, as a transient libvirt d
 
 The cluster: the nodes :data:`NODES`, a storage ``vmdata`` (type dir, for disks, linked clones
 and cloud-init drives) and a template ``tpl`` (vmid :data:`TEMPLATE_ID`, a disk and a NIC) on
-the first node; every new VM runs a simulated QEMU guest agent. It serves HTTPS on 127.0.0.1
-with a certificate of the lab CA (the one the vSphere simulator's certificate comes from), so
+the first node; every new VM runs a simulated QEMU guest agent; nodes can be put in HA
+maintenance (:func:`with_node_maintenance`: fakepve itself has no such state). It serves HTTPS
+on 127.0.0.1 with a certificate of the lab CA (the one the vSphere simulator's certificate
+comes from), so
 the provider settings keep ``validate_certs`` on and name the CA in ``ca_path``; the login is
 ``root@pam`` with a password generated once per run directory (``pve/password``, mode 0600).
 
@@ -63,6 +65,27 @@ def _password(paths):
 
 # ---------------------------------------------------------------- the simulator's process
 
+def with_node_maintenance(pve):
+    """Give a fakepve cluster the node maintenance it does not model: ``pve.maintenance``, a set
+    of node names that the HA manager's status (``/cluster/ha/status/manager_status``) reports in
+    ``maintenance`` (PVE's word, set by ``ha-manager crm-command node-maintenance enable``), the
+    other nodes ``online``. Nothing else changes: a node in maintenance keeps answering, as on
+    PVE; one shut down for its maintenance is also ``set_node_offline``."""
+    synthesise = pve.synthesise
+    pve.maintenance = set()
+
+    async def with_node_status(match, method, info, user, values):
+        data = await synthesise(match, method, info, user, values)
+        if method == "GET" and match.template == "/cluster/ha/status/manager_status":
+            status = {node: "maintenance" if node in pve.maintenance else "online"
+                      for node in sorted(pve.nodes)}
+            data = dict(data, manager_status={"node_status": status})
+        return data
+
+    pve.synthesise = with_node_status
+    return pve
+
+
 def build_cluster(password, port):
     """The simulated cluster (a fakepve FakePve, not started): nodes, storage, template."""
     import fakepve
@@ -87,7 +110,7 @@ def build_cluster(password, port):
         "net0": "virtio=BC:24:11:AA:00:01,bridge=vmbr0", "agent": "1"})
     pve.storages[STORAGE]["volumes"] = {disk: {
         "content": "images", "format": "qcow2", "size": 2 * 1024 ** 3, "vmid": TEMPLATE_ID}}
-    return pve
+    return with_node_maintenance(pve)
 
 
 async def _serve(paths, port, cert, key):

@@ -20,7 +20,7 @@ description:
     V(resilient_virt_provider_answers) variable of C(all) tells, for every provider, whether it
     answered, in how long, its breaker state, its error and its warnings.
   - What a provider that answered tells the user is a warning too, such as a Proxmox VE node that
-    is offline (its VMs listed with state V(unknown)).
+    is offline (its VMs listed with state V(unknown)) or in maintenance.
   - A VM or host deleted while the inventory is read is left out, never an error.
   - Uses any file whose name ends in C(hypervisors.yml) or C(hypervisors.yaml), so that AWX's
     C(auto) inventory plugin accepts it.

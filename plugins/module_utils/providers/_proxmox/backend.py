@@ -43,7 +43,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.faults import (
     classify_exception)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.nodes import (
-    offline_nodes, offline_warning)
+    maintenance_nodes, maintenance_warning, offline_nodes, offline_warning)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.power import (
     power as power_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.session import (
@@ -214,19 +214,22 @@ class ProxmoxProvider(SharedConnectionMixin, Provider):
                 "warnings": list(self.warnings)}
 
     def list_hypervisors(self):
-        return self._hypervisors(self.session().resources())
+        session = self.session()
+        records = session.resources()
+        return self._hypervisors(records, self._node_health(session, records))
 
-    def _warn_offline(self, records):
-        """A warning per node that ``/cluster/resources`` entries show offline (``nodes.py``)."""
-        for node in offline_nodes(records):
-            warning = offline_warning(self.key, node)
-            if warning not in self.warnings:
-                self.warnings.append(warning)
+    def _node_health(self, session, records):
+        """A warning per node that ``/cluster/resources`` entries show offline, and per node in
+        maintenance (``nodes.py``); the names of those in maintenance."""
+        maintenance = maintenance_nodes(session, records)
+        warnings = [offline_warning(self.key, node) for node in offline_nodes(records)]
+        warnings += [maintenance_warning(self.key, node) for node in maintenance]
+        self.warnings.extend(w for w in warnings if w not in self.warnings)
+        return maintenance
 
-    def _hypervisors(self, records):
-        """The hypervisor dicts of the nodes of a ``/cluster/resources`` answer (an offline node
-        shows as disconnected, with a warning)."""
-        self._warn_offline(records)
+    def _hypervisors(self, records, maintenance=()):
+        """The hypervisor dicts of the nodes of a ``/cluster/resources`` answer: an offline node
+        is disconnected, one of ``maintenance`` in maintenance."""
         counts = {}
         for record in records:
             if record.get("type") == "qemu":
@@ -236,13 +239,15 @@ class ProxmoxProvider(SharedConnectionMixin, Provider):
             if record.get("type") != "node":
                 continue
             online = record.get("status") == "online"
+            state = "disconnected" if not online else (
+                "maintenance" if record.get("node") in maintenance else "connected")
             cores = record.get("maxcpu")
             hosts.append({
                 "name": record.get("node"), "az": self.config["az"], "cpu": cores,
                 "memory_mb": (record.get("maxmem") or 0) // _MIB if online else None,
                 "used_cpu": round((record.get("cpu") or 0) * cores, 2) if online and cores else None,
                 "used_memory_mb": (record.get("mem") or 0) // _MIB if online else None,
-                "state": "connected" if online else "disconnected",
+                "state": state,
                 "traits": sorted(self.config["traits"]),
                 "vm_count": counts.get(record.get("node"), 0)})
         return sorted(hosts, key=lambda h: h["name"])
@@ -269,23 +274,26 @@ class ProxmoxProvider(SharedConnectionMixin, Provider):
         """Nodes and VM summaries of one ``/cluster/resources`` request, whatever the size of
         the cluster: the VMs without what only their configuration holds (``uuid``,
         ``metadata``, ``autostart``, the datastore); an offline node is a disconnected
-        hypervisor and its VMs are ``unknown``."""
+        hypervisor and its VMs are ``unknown``; the HA manager is asked too when the cluster has
+        HA resources (a node in maintenance, ``nodes.py``)."""
         check_filters(filters)
         session = self.session()
         records = session.resources()
+        maintenance = self._node_health(session, records)
         vms = [session.entry_summary(record)
                for record in self._listed(session, filters, session.qemu_of(records))]
-        return {"hypervisors": self._hypervisors(records),
+        return {"hypervisors": self._hypervisors(records, maintenance),
                 "vms": sorted((vm for vm in vms if match_filters(vm, filters)),
                               key=lambda vm: vm["name"] or "")}
 
     def _listed(self, session, filters, records=None):
-        """The ``/cluster/resources`` entries of the VMs (``records``, else the cluster's) that
-        pass the filters the entries answer (name, hypervisor). A VM of an offline node (status
-        ``unknown``) cannot be read further: the lists show it from these entries alone, and a
-        warning names its node."""
-        records = session.vm_resources() if records is None else records
-        self._warn_offline(records)
+        """The ``/cluster/resources`` entries of the VMs (``records``, else the cluster's, with
+        the warnings of :meth:`_node_health`) that pass the filters the entries answer (name,
+        hypervisor). A VM of an offline node (status ``unknown``) cannot be read further: the
+        lists show it from these entries alone."""
+        if records is None:
+            records = session.vm_resources()
+            self._node_health(session, records)
         if filters and "name" in filters:
             import fnmatch
 
