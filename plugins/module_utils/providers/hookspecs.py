@@ -259,3 +259,34 @@ def resilient_virt_backup_delete(provider: Provider, artifact: dict[str, Any]) -
     """Delete the stored backup ``artifact`` (as listed, or as ``poll`` returned it); True when
     it is gone, also when it was already gone. Idempotent. firstresult; called as a changing
     call."""
+
+
+# -- fencing ----------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def resilient_virt_fence_hypervisor(hypervisor: str, fencing: dict[str, Any],
+                                    timeout: float) -> dict[str, Any] | None:
+    """Fence the hypervisor ``hypervisor``: make sure that it runs nothing any more, and prove it.
+
+    Before the VMs of a hypervisor that stopped answering are started elsewhere, it must be
+    fenced: a libvirtd that died or hangs may leave its guests running, and a second copy of a
+    VM on the same disks destroys them. ``fencing`` is the hypervisor's fencing settings: ``type``
+    names the agent (built in: ``redfish``), the other keys are that agent's settings (an
+    address, credentials named as every secret is, so that they are masked; the agent refuses
+    a key it does not know, naming it). ``timeout`` is the seconds the agent may take, the
+    proof included; one that takes longer is not waited for, and counts as not fenced.
+
+    Return None for a ``type`` this plugin does not serve. Otherwise a dict: ``fenced`` (bool),
+    ``action`` (what was done, such as ``ForceOff``; None when nothing had to be), ``evidence``
+    (what proves it) and ``reason`` (when not fenced: why, and what to do).
+
+    ``fenced`` True means **proven off**: after its action, the agent read from the power
+    control itself (the BMC's power state, not the hypervisor's silence) that the hypervisor is
+    powered off, or, for an agent that cuts storage instead, that the storage refuses it. An
+    agent that cannot prove it (no answer, refused credentials, an untrusted certificate, a
+    power state still on or unknown when ``timeout`` runs out) answers ``fenced`` False with
+    the reason; a hypervisor that is not fenced is never recovered automatically. Never put a
+    credential in the answer. An exception raised here is taken as "not fenced", its message as
+    the reason. firstresult: the agent of the type answers.
+    """

@@ -1,0 +1,59 @@
+"""fence_hypervisor: one answer whatever the agent does, fenced only when it says proven off."""
+from ansible_collections.resilient.virt.plugins.module_utils.providers._fencing.fence import (
+    fence_hypervisor)
+from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
+
+SECRET = "ipmi-Secret-2024"
+
+
+class Agent:
+    """A fence agent of type ``test`` whose answer (or exception) the test sets."""
+
+    def __init__(self, answer=None, error=None):
+        self.answer, self.error, self.asked = answer, error, []
+
+    @hookimpl
+    def resilient_virt_fence_hypervisor(self, hypervisor, fencing, timeout):
+        if fencing["type"] != "test":
+            return None
+        self.asked.append((hypervisor, dict(fencing), timeout))
+        if self.error:
+            raise self.error
+        return self.answer
+
+
+def fence(agent, **settings):
+    return fence_hypervisor("hv1", dict({"type": "test", "password": SECRET}, **settings),
+                            timeout=7, plugins=[agent], environ={})
+
+
+def test_a_proof_is_passed_on_with_the_secrets_masked():
+    agent = Agent({"fenced": True, "action": "off", "evidence": "read off with " + SECRET})
+    answer = fence(agent)
+    assert (answer["hypervisor"], answer["agent"], answer["fenced"]) == ("hv1", "test", True)
+    assert answer["evidence"] == "read off with ********" and answer["reason"] is None
+    assert agent.asked == [("hv1", {"type": "test", "password": SECRET}, 7.0)]
+
+
+def test_anything_but_a_proof_is_not_fenced_with_a_reason():
+    raised = fence(Agent(error=RuntimeError("login as admin:%s refused" % SECRET)))
+    assert raised["fenced"] is False and "RuntimeError" in raised["reason"]
+    assert SECRET not in raised["reason"]
+    odd = fence(Agent("off"))
+    assert odd["fenced"] is False and "not a dict with fenced" in odd["reason"]
+    vague = fence(Agent({"fenced": "yes"}))
+    assert vague["fenced"] is False
+    silent = fence(Agent({"fenced": False}))
+    assert silent["fenced"] is False and "did not say why" in silent["reason"]
+    nobody = fence(Agent(), type="ipmi")
+    assert nobody["fenced"] is False and "built in: redfish" in nobody["reason"]
+    assert fence_hypervisor("hv1", {})["fenced"] is False
+    assert "fencing.type is required" in fence_hypervisor("hv1", {"address": "x"})["reason"]
+
+
+def test_the_redfish_agent_refuses_bad_settings_before_any_connection():
+    answer = fence_hypervisor("hv1", {"type": "redfish", "address": "bmc.example.com"})
+    assert answer["fenced"] is False and "fencing.address is required" in answer["reason"]
+    answer = fence_hypervisor("hv1", {"type": "redfish", "address": "https://bmc",
+                                      "validate_certs": "no"})
+    assert "fencing.validate_certs must be true or false" in answer["reason"]
