@@ -29,6 +29,8 @@ from ansible_collections.resilient.virt.plugins.plugin_utils.conformance.faults 
     Attempts, LateAttempt, LostReply)
 from ansible_collections.resilient.virt.plugins.plugin_utils.conformance.harness import (
     RESILIENCE, Harness)
+from ansible_collections.resilient.virt.plugins.plugin_utils.conformance.listing import (
+    ListingCases)
 
 __all__ = ("ConformanceSuite", "DEADLINE", "ROOM")
 
@@ -44,9 +46,10 @@ def _probe(guarded: Any) -> Any:
     return lambda: guarded.describe("conformance-probe")
 
 
-class ConformanceSuite(CapabilityCases):
+class ConformanceSuite(CapabilityCases, ListingCases):
     """The cases every backend must pass; :class:`CapabilityCases` adds one per optional
-    capability, skipped where the backend does not declare it."""
+    capability, skipped where the backend does not declare it, :class:`ListingCases` the one of
+    a backend's own ``list_hypervisors_and_vms``."""
 
     # -- lifecycle and idempotence -----------------------------------------------------------
     def test_lifecycle(self, conformance_backend: Any, tmp_path: Any) -> None:
