@@ -31,6 +31,9 @@ Runs, one after the other, each in its own process:
 * ``bench_proxmox.py``: on a Proxmox VE simulator it starts (fakepve), the inventory of 1,000
   VMs on three nodes next to community.proxmox's inventory plugin, and a vm_info task next to
   community.proxmox.proxmox_vm_info (CPU and wall).
+* ``bench_migrate.py``: live migration of a running VM with a 256 MiB disk between the lab's hv1
+  and hv2, a resilient.virt.vm_migrate task next to ``virsh migrate --live --copy-storage-all``,
+  and the guest's downtime each reports.
 * ``bench_observability.py``: what the resilience_summary callback's metrics and traces cost per
   in-process task (spans sent to an OTLP/HTTP sink it runs), against the same tasks without the
   callback, as a difference and a ratio.
@@ -83,6 +86,8 @@ BENCHES = (
      "proxmox_vm_info, on the fakepve simulator", "bench_proxmox.py", [], ["--quick"]),
     ("images", "VMs from images: base image overlay and copy vs virsh + community.libvirt; "
      "template clone vs community.vmware", "bench_images.py", [], ["--quick"]),
+    ("migrate", "Live migration: vm_migrate vs virsh migrate --live --copy-storage-all, and the "
+     "guest's downtime", "bench_migrate.py", [], ["--quick"]),
     ("observability", "Metrics and traces: the summary callback's cost per task vs the same tasks "
      "without it", "bench_observability.py", [], ["--quick"]),
 )
@@ -165,6 +170,7 @@ def targets(records):
                          "measured": "%.3f ms" % row["median_ms"],
                          "goal": "< %g ms" % row["target_ms"], "passed": row["passed"]})
     for bench in ("failover", "tasks", "inventory", "fleet", "backup", "snapshots", "proxmox",
+                  "migrate",
                   "observability"):
         result = (records.get(bench) or {}).get("result") or {}
         for row in result.get("targets", []):
