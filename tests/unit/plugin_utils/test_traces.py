@@ -51,3 +51,10 @@ def test_a_protocol_other_than_otlp_http_is_refused_by_name(variable):
 def test_the_traces_protocol_wins_over_the_general_one():
     otel = sdk({"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
     assert otel["OTLPSpanExporter"].__module__.startswith("opentelemetry.exporter.otlp.proto.http")
+
+
+def test_without_the_sdk_the_callback_is_told_what_to_install(monkeypatch):
+    for name in ["opentelemetry.sdk"] + [m for m in sys.modules if m.startswith("opentelemetry.sdk.")]:
+        monkeypatch.setitem(sys.modules, name, None)  # as if it were not installed
+    with pytest.raises(MissingSdk, match="pip install opentelemetry-sdk opentelemetry-exporter-otlp-proto-http"):
+        sdk({})
