@@ -5,8 +5,9 @@ hv1 to hv2 with its disk copied: the test's own libvirt-python connections see i
 with the reason ``migrated`` (it was never booted there), its uuid kept, gone from hv1 with its
 volume, and its data on hv2 (``qemu-io``). Check mode moves nothing; a second run changes
 nothing. A stopped VM moves cold. A migration whose target's libvirtd is frozen (SIGSTOP) as it
-starts fails with Timeout and leaves the VM running on hv1, and nowhere else once hv2 thaws.
-Bad inputs are refused before anything moves.
+starts fails with Timeout and leaves the VM running on hv1, and nowhere else once hv2 thaws;
+one slowed down (``bandwidth_mib``) past its ``timeout`` is cancelled, not retried, and leaves
+the VM running on hv1 and nothing on hv2. Bad inputs are refused before anything moves.
 """
 import re
 import time
@@ -130,6 +131,23 @@ def test_a_frozen_target_leaves_the_vm_running_where_it_was(tmp_path, two_hvs, l
     assert name not in _names(conn2)
     dom = conn1.lookupByName(name)
     assert dom.state() == [libvirt.VIR_DOMAIN_RUNNING, libvirt.VIR_DOMAIN_RUNNING_BOOTED]
+
+
+def test_a_migration_past_its_timeout_is_cancelled_and_the_vm_stays(tmp_path, two_hvs):
+    hv1, hv2, conn1, conn2, prefix = two_hvs
+    name = prefix + "slow"
+    make_vm(conn1, hv1, name, size_mib=16)  # 4 MiB of data: 4 s at 1 MiB/s, past a 2 s timeout
+    run = _run(tmp_path, hv1, hv2, [_move("move", vm=name, target="hv2", timeout="2s",
+                                          bandwidth_mib=1)])
+    moved = run.task("move")
+    assert moved.failed and moved["error"]["type"] == "Timeout", run.describe()
+    assert "cancelled" in moved["msg"]
+    assert moved["resilience"]["libvirt:hv1"]["retries"] == 0  # an answer: not retried
+    dom = conn1.lookupByName(name)
+    assert dom.state() == [libvirt.VIR_DOMAIN_RUNNING, libvirt.VIR_DOMAIN_RUNNING_BOOTED]
+    assert name not in _names(conn2)
+    assert not [v for v in conn2.storagePoolLookupByName("default").listAllVolumes(0)
+                if v.name().startswith(prefix)]  # the volume it made there is removed again
 
 
 def test_bad_inputs_are_refused_before_anything_moves(tmp_path, two_hvs):
