@@ -128,7 +128,7 @@ def run(args):
         rows.append(row)
     traced = rows[CASES.index("metrics_traces")]
     return {"short": args.short, "long": args.long, "repeats": args.repeats, "rows": rows,
-            "spans_bytes_per_run": round(sink.bytes / max(1, sink.requests)),
+            "export_bytes_per_request": round(sink.bytes / max(1, sink.requests)),
             "targets": [{"name": "metrics and traces: CPU per task above off's",
                          "measured": "%.3f ms" % traced["cpu_cost_per_task_ms"],
                          "target": "< %g ms" % TARGET_MS,
@@ -147,8 +147,8 @@ def print_report(result):
             row["case"], row["wall_per_task_ms"], row["cpu_per_task_ms"], row["wall_cost_per_task_ms"],
             row["cpu_cost_per_task_ms"], row["wall_ratio"] or 0, row["cpu_ratio"] or 0,
             row["wall_one_time_s"], row["cpu_one_time_s"]))
-    print("\nOTLP export of the metrics_traces case: %d bytes per run (median run has %d tasks or %d)"
-          % (result["spans_bytes_per_run"], result["short"], result["long"]))
+    print("\nOTLP export of the metrics_traces case: %d bytes per request, on average over its runs "
+          "of %d and %d tasks" % (result["export_bytes_per_request"], result["short"], result["long"]))
     print_targets(result["targets"])
 
 
