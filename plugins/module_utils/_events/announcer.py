@@ -70,6 +70,7 @@ class Announcer:
 
     def _renew(self):
         try:
+            self.lease.store = self.open_store()  # a store that failed is opened again
             held = self.lease.hold()
         except Exception as err:  # noqa: BLE001 - a store outage: act no more until it answers
             held = False

@@ -7,6 +7,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._events.announcer i
     NAMESPACE, Announcer)
 from ansible_collections.resilient.virt.plugins.module_utils._state.lease import Lease
 from ansible_collections.resilient.virt.plugins.module_utils._state.memory import MemoryStore
+from ansible_collections.resilient.virt.plugins.module_utils.errors import StoreUnavailable
 
 KEY = "libvirt:hv1"
 PROVIDERS = {KEY: {"name": "hv1", "key": KEY}}
@@ -121,3 +122,17 @@ def test_a_store_failure_is_logged_and_announced_later(store):
     one.announcer._announce(KEY)
     # announced at least once: the event whose record was not written comes again
     assert [e["type"] for e in one.emitted] == ["vm_crashed", "vm_crashed"]
+
+
+def test_the_lease_is_taken_again_on_the_store_opened_after_a_failure(store):
+    class Failed(MemoryStore):
+        def update(self, *args, **kwargs):
+            raise StoreUnavailable("redis://x", "no answer")
+
+    stores = [Failed(), store]
+    one = Instance(store, "a")
+    one.announcer.open_store = lambda: stores[0]
+    one.announcer._renew()
+    assert one.announcer.holding is False and "was not renewed" in one.logged[-1]
+    stores.pop(0)
+    assert one.take(up(1, vm("u1", "web", "running"))) == [] and one.announcer.holding is True
