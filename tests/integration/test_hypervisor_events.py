@@ -7,6 +7,7 @@ process the test kills to make a crash. The oracle is what the test did itself: 
 it killed, which daemon it stopped, and libvirt's own answer for a domain's UUID.
 """
 import asyncio
+import glob
 import json
 import logging
 import os
@@ -35,7 +36,7 @@ NAMESPACE = "hypervisor_events"
 WAIT = 60.0  # seconds for anything the test waits for: generous on a loaded machine
 FAST = {"base_delay": 0.2, "max_delay": 1, "failure_threshold": 3, "reset_timeout": 2,
         "timeout_validate": 5}
-JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"
+JAVA_HOMES = sorted(glob.glob("/usr/lib/jvm/java-17-openjdk-*"))  # openjdk-17-jre-headless
 SECRET = "sasl-Secret-0815"  # a SASL password the daemon never asks for: kept out of every output
 
 
@@ -286,7 +287,8 @@ def test_ansible_rulebook_runs_a_playbook_for_a_crashed_vm(hypervisor, tmp_path)
     (tmp_path / "rules.yml").write_text(yaml.safe_dump(rulebook))
     (tmp_path / "react.yml").write_text(yaml.safe_dump(react))
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump(local_inventory()))
-    env = dict(os.environ, JAVA_HOME=JAVA_HOME, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS)
+    assert JAVA_HOMES, "ansible-rulebook needs Java 17: run lab/install-deps.sh"
+    env = dict(os.environ, JAVA_HOME=JAVA_HOMES[0], ANSIBLE_COLLECTIONS_PATH=COLLECTIONS)
     with open(tmp_path / "rulebook.log", "w") as log:
         rulebook_run = subprocess.Popen(
             ["ansible-rulebook", "-r", "rules.yml", "-i", "inventory.yml"], cwd=str(tmp_path),
