@@ -96,7 +96,7 @@ seealso:
 """
 
 EXAMPLES = r"""
-# Assumes providers hv1 and hv2 (libvirt, in zones az1 and az2) and vc (vSphere) in module_defaults, as in resilient.virt.vm's examples.
+# Assumes providers hv1 and hv2 (libvirt, zones az1 and az2) and vc (vSphere) in module_defaults.
 - name: A small VM with a disk, running on hv1
   resilient.virt.vm:
     provider: hv1
