@@ -146,8 +146,8 @@ def print_report(result):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lab-dir", default=os.environ.get("RESILIENT_VIRT_LAB_DIR",
-                                                           os.path.join(ROOT, "lab", "run")))
+    lab_dir = os.environ.get("RESILIENT_VIRT_LAB_DIR", os.path.join(ROOT, "lab", "run"))
+    parser.add_argument("--lab-dir", default=lab_dir)
     parser.add_argument("--source", default="hv1", help="lab hypervisor (default hv1)")
     parser.add_argument("--target", default="hv2", help="lab hypervisor (default hv2)")
     parser.add_argument("--quick", action="store_true", help="3 rounds")
