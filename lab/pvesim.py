@@ -8,7 +8,8 @@ agent in memory: VMs made on it are gone when it stops, as a transient libvirt d
 The cluster: the nodes :data:`NODES`, a storage ``vmdata`` (type dir, for disks, linked clones
 and cloud-init drives) and a template ``tpl`` (vmid :data:`TEMPLATE_ID`, a disk and a NIC) on
 the first node; every new VM runs a simulated QEMU guest agent; nodes can be put in HA
-maintenance (:func:`with_node_maintenance`: fakepve itself has no such state). It serves HTTPS
+maintenance (:func:`with_node_maintenance`) and vzdump stores its archives
+(:func:`with_vzdump_archives`): fakepve itself has neither. It serves HTTPS
 on 127.0.0.1 with a certificate of the lab CA (the one the vSphere simulator's certificate
 comes from), so
 the provider settings keep ``validate_certs`` on and name the CA in ``ca_path``; the login is
@@ -86,6 +87,56 @@ def with_node_maintenance(pve):
     return pve
 
 
+def with_vzdump_archives(pve):
+    """Give a fakepve cluster the archives vzdump writes, which it does not model (its vzdump
+    task ends and stores nothing): ``POST /nodes/<node>/vzdump`` of one VM runs a ``vzdump``
+    task that holds the VM's ``backup`` lock for ``pve.vzdump_secs`` PVE seconds (default 0),
+    then stores ``backup/vzdump-qemu-<vmid>-<time>.vma.zst`` on the storage it names (default
+    ``local``) with the notes of its ``notes-template`` (``{{guestname}}``, ``{{vmid}}``,
+    ``{{node}}``, ``{{cluster}}`` filled in), as PVE lists them in the storage's content.
+    Restoring an archive stays what fakepve answers: not supported."""
+    synthesise = pve.synthesise
+    pve.vzdump_secs = 0
+
+    async def with_archive(match, method, info, user, values):
+        if method != "POST" or match.template != "/nodes/{node}/vzdump" or \
+                not str(values.get("vmid") or "").isdigit():
+            return await synthesise(match, method, info, user, values)
+        vm = pve.find(values["node"], values["vmid"])
+        storage = values.get("storage") or "local"
+
+        async def body():
+            from fakepve.model import TaskError
+
+            if storage not in pve.storages or "backup" not in pve.storages[storage].get(
+                    "content", ""):
+                raise TaskError("storage '%s' does not support backups" % storage)
+            if vm.lock:
+                raise TaskError("VM is locked (%s)" % vm.lock)
+            vm.lock = vm.config["lock"] = "backup"
+            try:
+                await pve.pause(pve.vzdump_secs)
+            finally:
+                vm.lock = None
+                vm.config.pop("lock", None)
+            now = time.time()
+            notes = str(values.get("notes-template") or "{{guestname}}")
+            for key, value in (("guestname", vm.name), ("vmid", vm.vmid),
+                               ("node", vm.node), ("cluster", pve.cluster_name)):
+                notes = notes.replace("{{%s}}" % key, str(value))
+            volname = "backup/vzdump-qemu-%d-%s.vma.zst" % (
+                vm.vmid, time.strftime("%Y_%m_%d-%H_%M_%S", time.gmtime(now)))
+            pve.storages[storage].setdefault("volumes", {})[volname] = {
+                "content": "backup", "format": "vma.zst", "size": 64 * 1024 ** 2,
+                "ctime": int(now), "vmid": vm.vmid, "notes": notes}
+            return "INFO: Finished Backup of VM %d" % vm.vmid
+        return await pve.task(vm.node, "vzdump", vm.vmid, user or USERNAME, body, lock=False,
+                              log=["INFO: starting new backup job: vzdump %d" % vm.vmid])
+
+    pve.synthesise = with_archive
+    return pve
+
+
 def build_cluster(password, port):
     """The simulated cluster (a fakepve FakePve, not started): nodes, storage, template."""
     import fakepve
@@ -110,7 +161,7 @@ def build_cluster(password, port):
         "net0": "virtio=BC:24:11:AA:00:01,bridge=vmbr0", "agent": "1"})
     pve.storages[STORAGE]["volumes"] = {disk: {
         "content": "images", "format": "qcow2", "size": 2 * 1024 ** 3, "vmid": TEMPLATE_ID}}
-    return with_node_maintenance(pve)
+    return with_vzdump_archives(with_node_maintenance(pve))
 
 
 async def _serve(paths, port, cert, key):

@@ -31,7 +31,8 @@ options:
         C(port) (default 8006), C(token_id) (C(user@realm!name)) and C(token_secret), or
         C(username) (C(root@pam)) and C(password) (the login ticket is renewed when it expires),
         C(validate_certs) (default true), C(ca_path), C(timeout), C(task_timeout), C(storage)
-        (default C(local-lvm)), C(bridge) (default C(vmbr0))."
+        (default C(local-lvm)), C(bridge) (default C(vmbr0)), C(backup_storage) (default
+        C(local), where the backup module's vzdump archives go)."
       - Keys whose name contains C(pass), C(pwd), C(secret), C(token), C(api_key),
         C(private_key) or C(credential), and passwords inside URLs (C(qemu+ssh://user:PASSWORD@host/system)),
         are secrets - masked in results, C(-vvv) output and errors on every path (even when

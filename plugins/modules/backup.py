@@ -18,6 +18,9 @@ description:
     definition, to the same (stopped) VM or to a new VM O(target), which is left stopped."
   - "vSphere: a backup is a snapshot of the VM (no memory, no quiescing); a restore reverts the
     VM to it; O(target) must be the VM itself."
+  - "Proxmox VE: a backup is a full vzdump archive (mode snapshot) on the storage
+    C(provider.backup_storage) (default C(local)); O(incremental) and restores are not offered
+    (NotSupported)."
   - The record is written before the provider operation starts, and the operation's handle
     before anything waits on it. The owner of a record (this task) holds a lease of O(lease) and
     renews it while it waits. A run that dies leaves a record whose lease expires; the next

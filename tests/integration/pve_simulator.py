@@ -12,8 +12,8 @@ own; ``call(fn)`` runs ``fn()`` on the simulator's event loop (the place to chan
 while it serves), ``later(seconds, fn)`` does so after a while.
 
 Faults are fakepve's own (its README): config locks, offline nodes, lost quorum, slow tasks,
-answers given instead of the real one (``fail``); and nodes in HA maintenance
-(``pve.maintenance``, the lab's addition: fakepve has no such state).
+answers given instead of the real one (``fail``); and, the lab's additions (fakepve has
+neither), nodes in HA maintenance (``pve.maintenance``) and the archives vzdump stores.
 """
 import asyncio
 import secrets
@@ -22,7 +22,7 @@ import threading
 import fakepve
 from fakepve.certs import make_cert
 from fakepve.model import FakeVm
-from pvesim import with_node_maintenance  # lab/ is on sys.path (conftest.py)
+from pvesim import with_node_maintenance, with_vzdump_archives  # lab/ is on sys.path (conftest.py)
 
 HOST = "127.0.0.1"
 NODES = ("pve1", "pve2", "pve3")
@@ -38,8 +38,8 @@ class SimulatedPve:
         cert, key, _der = make_cert(str(directory), hosts=(HOST,))
         self.password = "pw-" + secrets.token_hex(8)
         self.token_secret = secrets.token_hex(16)
-        self.pve = with_node_maintenance(
-            fakepve.FakePve(user="root@pam", password=self.password, host=HOST, port=0))
+        self.pve = with_vzdump_archives(with_node_maintenance(
+            fakepve.FakePve(user="root@pam", password=self.password, host=HOST, port=0)))
         self.pve.time_scale = 0
         self.pve.apitokens["root@pam!ci"] = self.token_secret
         self.pve.storages["vmdata"] = {"type": "dir", "active": 1, "content": "images",

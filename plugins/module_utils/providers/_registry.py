@@ -57,6 +57,11 @@ def _vsphere_backups():
     return vsphere_backup
 
 
+def _proxmox_backups():
+    from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox import backup as proxmox_backup
+    return proxmox_backup
+
+
 class BuiltinBackups:
     """The ``resilient_virt_backup_*`` hooks of a built-in backend: each calls
     ``backup_<operation>`` of the module ``load()`` imports, on first use."""
@@ -94,7 +99,8 @@ BUILTIN_BACKENDS = {"libvirt": _libvirt_backend, "vsphere": _vsphere_backend,
                     "proxmox": _proxmox_backend}
 # type name -> the plugin with its backup hooks (a backend without one has no backups)
 BUILTIN_BACKUPS = {"libvirt": BuiltinBackups(_libvirt_backups),
-                   "vsphere": BuiltinBackups(_vsphere_backups)}
+                   "vsphere": BuiltinBackups(_vsphere_backups),
+                   "proxmox": BuiltinBackups(_proxmox_backups)}
 ENTRY_POINT_GROUP = "resilient_virt.providers"
 PLUGINS_ENV = "RESILIENT_VIRT_PLUGINS"
 _SHARED = {}  # (PLUGINS_ENV value, provider type) -> the manager of calls without plugins

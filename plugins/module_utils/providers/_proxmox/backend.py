@@ -20,7 +20,8 @@ This file holds the options, the login, the error mapping and the reads; ``creat
 and clones VMs, ``edit.py`` changes them, ``power.py`` powers them, ``delete.py`` deletes them
 (an HA resource taken out of HA first), ``snapshots.py`` takes, lists, reverts and deletes
 snapshots, ``vm_dict.py`` and
-``guest.py`` make VM dicts of PVE's answers, ``spec.py`` checks specs.
+``guest.py`` make VM dicts of PVE's answers, ``spec.py`` checks specs; ``backup.py`` holds the
+backup hooks (vzdump), ``nodes.py`` the warnings about offline nodes and nodes in maintenance.
 """
 import re
 
@@ -100,6 +101,9 @@ class ProxmoxProvider(SharedConnectionMixin, Provider):
                           doc="Storage of new disks and cloud-init drives unless "
                               "placement.datastore (or a disk's storage) names another."),
         "bridge": Option(default="vmbr0", doc="Bridge of new NICs that name none."),
+        "backup_storage": Option(default="local",
+                                 doc="Storage the backup module's vzdump archives go to (its "
+                                     "content must include backup)."),
     })
 
     def __init__(self, config, environ=None):
