@@ -1,6 +1,7 @@
 """The lower bound: each term on a fleet computed by hand, and never above the least plan a brute
 force finds under the five rules on tiny fleets; the planner's settled plans against that least
 plan."""
+import functools
 import itertools
 import random
 
@@ -92,7 +93,13 @@ def test_the_failure_bound_keeps_the_issues_definition():
 def _least_plan(hosts, fleet, cost):
     """The least ``cost(sizes)`` over plans giving each (name, host, required, memory) of
     ``fleet`` its slots, or None; branch and bound, VMs largest first so that a reservation's
-    size is its first member's."""
+    size is its first member's. Remembered per (hosts, fleet, cost): two tests ask it of the
+    same tiny fleets."""
+    return _least_plan_of(tuple(hosts), tuple(fleet), cost)
+
+
+@functools.cache
+def _least_plan_of(hosts, fleet, cost):
     order = sorted(fleet, key=lambda vm: -vm[3])
     host_of = {vm[0]: vm[1] for vm in fleet}
     idle = [h for h in hosts if h not in host_of.values()]  # interchangeable until one is used
@@ -122,7 +129,10 @@ def _least_plan(hosts, fleet, cost):
                         continue
                     held = set(old) | set(range(len(res_host), len(more_hosts)))
                     plan = dict(slots, **{name: held})
-                    if all(vm_keeps_the_rules(vm, host_of, more_hosts, plan) for vm in plan):
+                    # the VMs whose rules this step can change: this one and those holding a
+                    # reservation it joins (the others kept them a level up, on the same hosts)
+                    touched = [name] + [vm for vm in slots if not slots[vm].isdisjoint(old)]
+                    if all(vm_keeps_the_rules(vm, host_of, more_hosts, plan) for vm in touched):
                         search(index + 1, more_hosts, more_sizes, plan)
 
     search(0, [], [], {})
