@@ -190,7 +190,9 @@ migration:
     prechecks:
       description:
         - Each check made before the move - C(check) (V(hypervisor), V(capacity), V(zone),
-          V(failover)), C(passed) and C(detail); empty when nothing had to move.
+          V(failover), and V(fleet) for a VM that M(resilient.virt.vm_fleet) keeps and that
+          moves to another provider, with what to change in its fleet, also as a warning),
+          C(passed) and C(detail); empty when nothing had to move.
       type: list
       elements: dict
     started_at:

@@ -1,15 +1,17 @@
 # Copyright: resilient.virt contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What a move must pass before anything moves, from plain values: the target hypervisor
-takes VMs, has room for the VM, is in its zone, and keeps the failover reservations' rules.
+takes VMs, has room for the VM, is in its zone, and keeps the failover reservations' rules; and
+what a move to another provider means for a VM that ``vm_fleet`` keeps.
 
 Each check gives a dict ``{"check", "passed", "detail"}``; :func:`refusal` turns the failed ones
 into one Conflict that names each and its fix. The CPU is compared by the backend, which asks
 the target's hypervisor, before it moves anything.
 """
 from ansible_collections.resilient.virt.plugins.module_utils.errors import Conflict
+from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import OWNER_KEY
 
-__all__ = ("USABLE_STATES", "prechecks", "refusal")
+__all__ = ("USABLE_STATES", "prechecks", "refusal", "fleet_check")
 
 USABLE_STATES = ("up", "connected", "online")  # hypervisor states that take VMs, per backend
 _ACTIVE = ("running", "paused")  # a VM in these holds memory and vCPUs on its host
@@ -89,6 +91,21 @@ def prechecks(vm, hypervisor, reservations, allow_zone_change=False):
                              "%s, or set allow_zone_change: true" % vm.get("az"))))
     checks.append(_failover(vm, hypervisor["name"], reservations))
     return checks
+
+
+def fleet_check(vm, target_key):
+    """The ``fleet`` check of a move to another provider: a VM that ``vm_fleet`` keeps (its
+    marker in ``metadata``) is known to its fleet by provider and name, so the fleet's next run
+    would make it again where it was. It passes (the move itself is sound) and says so; None
+    for a VM no fleet keeps."""
+    owner = (vm.get("metadata") or {}).get(OWNER_KEY)
+    if owner is None:
+        return None
+    source = vm["provider_key"]
+    return _check("fleet", True, "vm_fleet owner %r keeps the VM on %s: change its provider "
+                  "to %s in that fleet's vms before the fleet runs again (the VM keeps its "
+                  "marker), or the fleet makes the VM again on %s" % (
+                      owner, source, target_key, source))
 
 
 def refusal(name, target, checks):

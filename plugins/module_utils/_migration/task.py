@@ -17,7 +17,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.storage i
     ReservationBook)
 from ansible_collections.resilient.virt.plugins.module_utils._input import check_int, check_text
 from ansible_collections.resilient.virt.plugins.module_utils._migration.prechecks import (
-    prechecks, refusal)
+    fleet_check, prechecks, refusal)
 from ansible_collections.resilient.virt.plugins.module_utils._time import format_time
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, InvalidSpec, NotFound, NotSupported, field_error, field_errors)
@@ -146,6 +146,10 @@ def _to_provider(params, ctx, source):
     error = refusal(name, target.key, checks)
     if error:
         raise error
+    kept = fleet_check(vm, target.key)
+    if kept:
+        checks.append(kept)
+        ctx.warnings.append("VM %r: %s" % (name, kept["detail"]))
     mode = planned_mode(vm["state"], live)
     result = _result(True, dict(vm, hypervisor=hypervisor["name"], az=hypervisor.get("az"),
                                 provider=_shown_name(target), provider_key=target.key),

@@ -4,8 +4,9 @@ import pytest
 
 from ansible_collections.resilient.virt.plugins.module_utils._failover.model import Reservation
 from ansible_collections.resilient.virt.plugins.module_utils._migration.prechecks import (
-    prechecks, refusal)
+    fleet_check, prechecks, refusal)
 from ansible_collections.resilient.virt.plugins.module_utils.errors import Conflict
+from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import OWNER_KEY
 
 VM = {"name": "web1", "uuid": "u1", "state": "running", "vcpus": 2, "memory_mb": 1024,
       "az": "az1", "hypervisor": "hv1"}
@@ -69,3 +70,12 @@ def test_the_refusal_names_each_failed_check_and_keeps_them_all():
     assert isinstance(error, Conflict)
     assert "capacity:" in error.message and "zone:" in error.message
     assert error.details["prechecks"] == checks
+
+
+def test_a_vm_a_fleet_keeps_moves_with_the_fix_for_its_fleet():
+    assert fleet_check(dict(VM, metadata={}), "libvirt:hv2") is None
+    kept = fleet_check(dict(VM, metadata={OWNER_KEY: "web"}, provider_key="libvirt:hv1"),
+                       "libvirt:hv2")
+    assert kept["check"] == "fleet" and kept["passed"]
+    assert "'web'" in kept["detail"] and "again on libvirt:hv1" in kept["detail"]
+    assert "libvirt:hv2" in kept["detail"]
