@@ -342,7 +342,12 @@ def _run_tests(tree, workdir, name, tests):
     ``first_failed`` the node id of that failure (None when none failed)."""
     record = os.path.join(workdir, name + "-first-failed")
     here = os.path.dirname(os.path.abspath(__file__))
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", **{first_failed.FILE_ENV: record})
+    env = dict(os.environ, **{first_failed.FILE_ENV: record})
+    # compiled files in the work directory, not in the trees: pytest rewrites the asserts of every
+    # module of its plugins' packages (all of hypothesis...), which each of the run's pytest
+    # processes would otherwise do again
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = os.path.join(workdir, "pycache")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
     env.pop("ANSIBLE_COLLECTIONS_PATH", None)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:randomly",
