@@ -3,7 +3,9 @@
 ``run_playbook(tmp_path, plays, ...)`` writes ``plays`` (a list of play dicts) as YAML with
 ``yaml.safe_dump``, runs ``ansible-playbook`` with the JSON stdout callback (``ansible.posix.json``)
 and returns a :class:`PlaybookRun`: exit code, raw stdout/stderr, wall time and every task
-result by task name. The collection is found through ``ANSIBLE_COLLECTIONS_PATH``, which
+result by task name. With ``shown_with`` (a stdout callback, e.g. ``default``) the run prints
+what a user sees and writes the same JSON document to a file (``callbacks/json_file.py``): one
+run gives both. The collection is found through ``ANSIBLE_COLLECTIONS_PATH``, which
 ``tests/conftest.py`` sets. Every result of a resilient.virt task is checked against its module's
 RETURN: a key it does not document fails the test that ran it.
 """
@@ -20,6 +22,8 @@ import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CALLBACK = "ansible.posix.json"
+CALLBACK_DIR = os.path.join(HERE, "callbacks")  # json_file: the JSON document, to a file
+RESULTS_FILE_ENV = "RESILIENT_VIRT_TEST_JSON_FILE"  # where json_file writes it (its PATH_ENV)
 
 
 def store_records(store_url, namespace):
@@ -149,13 +153,15 @@ def _undocumented(result):
 class PlaybookRun:
     """Outcome of one ``ansible-playbook`` run."""
 
-    def __init__(self, rc, stdout, stderr, wall):
+    def __init__(self, rc, stdout, stderr, wall, document=None):
         self.rc = rc
         self.stdout = stdout
         self.stderr = stderr
         self.wall = wall
         self.tasks = []
-        data = _json_document(stdout)
+        # the JSON callback's document when it went to a file, not to stdout ("" otherwise)
+        self.document = document or ""
+        data = _json_document(document if document is not None else stdout)
         self.data = data
         for play_data in data.get("plays", []):
             for task in play_data.get("tasks", []):
@@ -193,13 +199,16 @@ def _temp_dir(tmp_path):
 
 
 def run_playbook(tmp_path, plays, inventory=None, extra_vars=None, env=None, check=False,
-                 diff=False, forks=None, args=(), timeout=300, name="playbook"):
+                 diff=False, forks=None, args=(), timeout=300, name="playbook", shown_with=None):
     """Write ``plays`` to ``tmp_path/<name>.yml`` and run ``ansible-playbook`` on it.
 
     ``inventory``: an inventory dict (default: localhost, local connection), written as YAML.
     ``env``: extra environment variables; ``args``: extra command line arguments. A run longer
     than ``timeout`` seconds is killed and
     raises ``subprocess.TimeoutExpired``, so a hang fails the test instead of stalling it.
+    ``shown_with``: the stdout callback of the run (stdout then holds what it prints); the task
+    results come from the JSON document the json_file callback writes to ``<name>-results.json``
+    (``PlaybookRun.document``).
     """
     tmp_path = str(tmp_path)
     playbook = os.path.join(tmp_path, name + ".yml")
@@ -235,6 +244,20 @@ def run_playbook(tmp_path, plays, inventory=None, extra_vars=None, env=None, che
         "TMPDIR": _temp_dir(tmp_path),
     })
     environ.update(env or {})
+    results_file = None
+    if shown_with:
+        results_file = os.path.join(tmp_path, name + "-results.json")
+        enabled = environ.get("ANSIBLE_CALLBACKS_ENABLED")
+        environ.update({"ANSIBLE_STDOUT_CALLBACK": shown_with, "ANSIBLE_CALLBACK_PLUGINS": CALLBACK_DIR,
+                        "ANSIBLE_CALLBACKS_ENABLED": ",".join(filter(None, ["json_file", enabled])),
+                        RESULTS_FILE_ENV: results_file})
     began = time.monotonic()
     proc = subprocess.run(cmd, cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=timeout, check=False)
-    return PlaybookRun(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - began)
+    wall = time.monotonic() - began
+    document = None
+    if results_file:
+        document = ""
+        if os.path.exists(results_file):
+            with open(results_file) as f:
+                document = f.read()
+    return PlaybookRun(proc.returncode, proc.stdout, proc.stderr, wall, document)

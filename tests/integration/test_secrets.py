@@ -13,8 +13,8 @@ of the test's own, fakepve) and a real password-protected Redis.
 
 The secrets reach the plays as extra variables, as vault or AWX credentials would: the plays
 name them by template, so what Ansible prints of the playbook file itself holds no secret.
-Each play runs twice with ``-vvv``: with the default callback (what a user sees) and with the
-JSON callback (to read each task's result); the secrets are searched in both outputs.
+Each play runs with ``-vvv`` and two callbacks: the default one prints what a user sees, and the
+JSON callback's document (each task's result) goes to a file; the secrets are searched in both.
 """
 import os
 import uuid
@@ -40,16 +40,10 @@ def secrets():
 
 
 def _run_both(tmp_path, plays, secrets, env=None, name="play"):
-    """Run ``plays`` with -vvv under both callbacks; return (human output, JSON run).
-
-    The variable ``run`` is ``human`` or ``parsed``, so that each run can have its own store.
-    """
-    human = run_playbook(tmp_path, plays, extra_vars=dict(secrets, run="human"), args=("-vvv",),
-                         name=name + "-human",
-                         env=dict(env or {}, ANSIBLE_STDOUT_CALLBACK="default"))
-    parsed = run_playbook(tmp_path, plays, extra_vars=dict(secrets, run="parsed"),
-                          args=("-vvv",), name=name, env=env)
-    return human, parsed
+    """Run ``plays`` with -vvv under both callbacks at once: the run's ``output`` is what the
+    default callback shows, its ``document`` the JSON callback's, its tasks read from that."""
+    return run_playbook(tmp_path, plays, extra_vars=secrets, args=("-vvv",), name=name, env=env,
+                        shown_with="default")
 
 
 def _assert_hidden(secrets, *texts):
@@ -93,8 +87,8 @@ def test_argument_errors_of_every_module_show_no_secret(lab, tmp_path, secrets):
         _task("vm_snapshot", "vm_snapshot", provider="vc", vm="x", name="s", keep_last="many"),
     ]
     defaults = {"providers": _catalog(lab), "state_store": "redis://:{{ redis }}@127.0.0.1:1/0"}
-    human, run = _run_both(tmp_path, [play(tasks, module_defaults=defaults)], secrets)
-    _assert_hidden(secrets, human.output, run.output)
+    run = _run_both(tmp_path, [play(tasks, module_defaults=defaults)], secrets)
+    _assert_hidden(secrets, run.output, run.document)
     # the masked values are still there for the user, as Ansible shows no_log values; an API
     # token's id is no secret
     shown = run.task("vm")["invocation"]["module_args"]["providers"]
@@ -139,11 +133,11 @@ def test_errors_after_the_arguments_show_no_secret(lab, tmp_path, secrets):
     from_environment = _task("vm_info", "store from the environment unreachable", provider="hv1")
     environ = {"RESILIENT_VIRT_STATE_STORE": "redis://:%s@127.0.0.1:1/0" % secrets["redis"]}
     defaults = {"providers": _catalog(lab), "resilience": fast}
-    store = "sqlite:///%s/{{ run }}-state.db" % tmp_path
+    store = "sqlite:///%s/state.db" % tmp_path
     plays = [play(tasks, module_defaults=dict(defaults, state_store=store)),
              play([from_environment], module_defaults=defaults)]
-    human, run = _run_both(tmp_path, plays, secrets, env=environ)
-    _assert_hidden(secrets, human.output, run.output)
+    run = _run_both(tmp_path, plays, secrets, env=environ)
+    _assert_hidden(secrets, run.output, run.document)
     expected = {"vm": "Unavailable", "vm_info": "Unavailable", "provider": "Unavailable",
                 "failover_reservation": "Unavailable", "vm_fleet": "Unavailable",
                 "unknown secret option": "InvalidSpec",
@@ -165,15 +159,14 @@ def test_errors_after_the_arguments_show_no_secret(lab, tmp_path, secrets):
     assert run.task("backup")["record"]["phase"] == "Failed"  # the record is in the store file
     assert not run.task("backup_status").failed
     # the store file holds the breaker of vc and of the failed calls: no secret in it
-    for run_name in ("human", "parsed"):
-        path = str(tmp_path / (run_name + "-state.db"))
-        stored = b""
-        for name in (path, path + "-wal"):
-            if os.path.exists(name):
-                with open(name, "rb") as f:
-                    stored += f.read()
-        assert b"breaker" in stored
-        _assert_hidden(secrets, stored.decode("utf-8", "replace"))
+    path = str(tmp_path / "state.db")
+    stored = b""
+    for name in (path, path + "-wal"):
+        if os.path.exists(name):
+            with open(name, "rb") as f:
+                stored += f.read()
+    assert b"breaker" in stored
+    _assert_hidden(secrets, stored.decode("utf-8", "replace"))
 
 
 def test_a_successful_play_shows_no_secret(lab, vsphere, vsphere_plain_http, simulated_pve,
@@ -219,7 +212,7 @@ def test_a_successful_play_shows_no_secret(lab, vsphere, vsphere_plain_http, sim
     ]
     defaults = {"providers": dict((k, v) for k, v in catalog.items() if k != "kvm"),
                 "state_store": "redis://:{{ redis }}@127.0.0.1:%d/0" % server.port}
-    human, run = _run_both(tmp_path, [play(tasks, module_defaults=defaults)], all_secrets)
+    run = _run_both(tmp_path, [play(tasks, module_defaults=defaults)], all_secrets)
     for task in run.tasks:
         assert not task.failed, task
     assert run.task("vm_fleet")["summary"]["created"] == 2
@@ -227,7 +220,7 @@ def test_a_successful_play_shows_no_secret(lab, vsphere, vsphere_plain_http, sim
     assert run.task("backup")["record"]["phase"] == "Completed"
     assert run.task("vm_info pve")["vms"][0]["state"] == "running"
     assert [r["name"] for r in simulated_pve.oracle.cluster.resources.get(type="vm")] == ["tpl"]
-    assert "provider.protocol is http" in human.output  # the plain one's warning is shown...
-    _assert_hidden(all_secrets, human.output, run.output)  # ...without its password
+    assert "provider.protocol is http" in run.output  # the plain one's warning is shown...
+    _assert_hidden(all_secrets, run.output, run.document)  # ...without its password
     _assert_hidden(all_secrets, server.keys_and_values())
     assert "breaker" in server.keys_and_values()  # the store was really used
