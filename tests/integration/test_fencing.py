@@ -32,14 +32,16 @@ WAIT = 60.0
 
 class Emulator:
     """sushy-emulator with its fake driver on a port of its own, HTTPS with a private CA and a
-    password (bcrypt, as it wants it); stopped at the end."""
+    password (bcrypt, as it wants it), its state in the test's directory; stopped at the end."""
 
     def __init__(self, directory):
         cert, key, self.ca = make_tls_files(str(directory))
         users = directory / "users"
         users.write_text("admin:%s\n" % bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt()).decode())
         config = directory / "emulator.conf"
-        config.write_text("SUSHY_EMULATOR_AUTH_FILE = %r\n" % str(users))
+        # its fake systems' state in this directory, not in a file every emulator shares
+        config.write_text("SUSHY_EMULATOR_AUTH_FILE = %r\nSUSHY_EMULATOR_STATE_DIR = %r\n"
+                          % (str(users), str(directory)))
         self.port = _free_port()
         self.address = "https://127.0.0.1:%d" % self.port
         with open(directory / "emulator.log", "w") as log:
@@ -68,10 +70,15 @@ class Emulator:
         return self.get(system)["PowerState"]
 
     def power_on(self, system):
+        """Power ``system`` on and wait until it is: the emulator, like a BMC, applies a power
+        change some seconds after it was asked."""
         requests.post(self.address + system + "/Actions/ComputerSystem.Reset", verify=self.ca,
                       auth=("admin", PASSWORD), json={"ResetType": "On"},
                       timeout=10).raise_for_status()
-        assert self.power(system) == "On"
+        end = time.monotonic() + WAIT
+        while self.power(system) != "On":
+            assert time.monotonic() < end, "%s did not power on" % system
+            time.sleep(0.2)
 
     def stop(self):
         self.process.kill()
