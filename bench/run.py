@@ -29,8 +29,10 @@ Runs, one after the other, each in its own process:
   removed by vm_snapshot tasks next to community.vmware.vmware_guest_snapshot tasks (CPU and
   wall per task);
 * ``bench_proxmox.py``: on a Proxmox VE simulator it starts (fakepve), the inventory of 1,000
-  VMs on three nodes next to community.proxmox's inventory plugin, and a vm_info task next to
-  community.proxmox.proxmox_vm_info (CPU and wall).
+  VMs on three nodes next to community.proxmox's inventory plugin, a vm_info task next to
+  community.proxmox.proxmox_vm_info, a create and a start next to proxmox_kvm's (CPU and wall),
+  and what each side ends with under injected faults (a locked VM, a slow shutdown, an offline
+  node, a node in maintenance, an expired ticket).
 * ``bench_migrate.py``: live migration of a running VM with a 256 MiB disk between the lab's hv1
   and hv2, a resilient.virt.vm_migrate task next to ``virsh migrate --live --copy-storage-all``,
   and the guest's downtime each reports.
@@ -83,7 +85,8 @@ BENCHES = (
      "snapshot-revert; take, revert and remove vs community.vmware.vmware_guest_snapshot",
      "bench_snapshots.py", [], ["--quick"]),
     ("proxmox", "Proxmox VE: inventory of 1,000 VMs vs community.proxmox's; vm_info vs "
-     "proxmox_vm_info, on the fakepve simulator", "bench_proxmox.py", [], ["--quick"]),
+     "proxmox_vm_info; create and start vs proxmox_kvm; faults, on the fakepve simulator",
+     "bench_proxmox.py", [], ["--quick"]),
     ("images", "VMs from images: base image overlay and copy vs virsh + community.libvirt; "
      "template clone vs community.vmware", "bench_images.py", [], ["--quick"]),
     ("migrate", "Live migration: vm_migrate vs virsh migrate --live --copy-storage-all, and the "
@@ -294,7 +297,7 @@ def _snapshot_headlines(snapshots):
 
 
 def _proxmox_headlines(proxmox):
-    """The Proxmox bench: the inventory and vm_info against community.proxmox's."""
+    """The Proxmox bench: the inventory, vm_info, create and start against community.proxmox's."""
     inventory, info = proxmox["inventory"], proxmox["vm_info"]
     return [
         "Inventory of %d VMs on the Proxmox VE simulator: %.2f s wall, %.2f s CPU; "
@@ -304,7 +307,11 @@ def _proxmox_headlines(proxmox):
             proxmox["want_facts_ratio"]),
         "vm_info task on the Proxmox VE simulator: %.2f s wall, %.2f s CPU; "
         "community.proxmox.proxmox_vm_info %.2f s wall, %.2f s CPU" % (
-            info["ours"]["wall"], info["ours"]["cpu"], info["peer"]["wall"], info["peer"]["cpu"])]
+            info["ours"]["wall"], info["ours"]["cpu"], info["peer"]["wall"], info["peer"]["cpu"])
+    ] + ["%s task on the Proxmox VE simulator, ours / proxmox_kvm: wall %.2fx, CPU %.2fx" % (
+        step.capitalize(), proxmox["create_start"][step + "_ratio"]["wall"],
+        proxmox["create_start"][step + "_ratio"]["cpu"])
+        for step in ("create", "start") if "create_start" in proxmox]
 
 
 def headlines(records):
