@@ -153,7 +153,7 @@ class Policy:
             except BreakerOpen as refusal:
                 self.stats.on_refused()
                 if spans is not None:
-                    spans.on_refused(refusal.details.get("state"))
+                    spans.on_refused((refusal.details or {}).get("state"))
                 raise
             budget = att.budget(timeout)
             if budget <= 0:
