@@ -63,12 +63,12 @@ class Lease:
         """Give the lease up at once when we hold it, so that another takes it without waiting."""
         self._valid_until = 0.0
 
-        def drop(current: Record | None, _now: float) -> tuple[Record | None, None]:
+        def expire(current: Record | None, now: float) -> tuple[Record | None, None]:
             if current is not None and current.get("owner") == self.owner:
-                return None, None
+                return dict(current, until=now), None  # kept: the next holder's term follows
             return current, None
 
-        self.store.update(NAMESPACE, self.name, drop)
+        self.store.update(NAMESPACE, self.name, expire)
 
     def holder(self) -> Record | None:
         """The lease's record when someone holds it now, else None."""

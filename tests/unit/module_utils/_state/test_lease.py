@@ -68,6 +68,18 @@ def test_valid_counts_from_before_the_update_less_the_margin(store):
     assert Lease(store, "group", "b", 10, clock=lambda: 0.0).valid() is False
 
 
+def test_every_shared_store_keeps_one_holder(store_url):
+    from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
+
+    shared = open_store(store_url)
+    first, second = Lease(shared, "group", "a", 60), Lease(shared, "group", "b", 60)
+    assert [first.hold(), second.hold()] == [True, False]
+    assert second.holder()["owner"] == "a"
+    first.release()
+    assert [second.hold(), first.hold()] == [True, False]
+    assert shared.get(NAMESPACE, "group")["term"] == 2
+
+
 def test_two_processes_on_one_sqlite_file_agree(tmp_path):
     path = str(tmp_path / "state.db")
     first = Lease(SQLiteStore(path), "group", "a", 60)
