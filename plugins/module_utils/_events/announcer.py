@@ -53,7 +53,8 @@ class Announcer:
         self.inbox.put(message)
 
     def run(self, stopping, tick):
-        """Take messages and renew the lease every ``tick`` seconds until ``stopping`` is set."""
+        """Take messages, and every ``tick`` seconds renew the lease and, holding it, announce
+        what is left to announce, until ``stopping`` is set."""
         renew_at = 0.0
         while not stopping.is_set():
             if time.monotonic() >= renew_at:
@@ -76,8 +77,8 @@ class Announcer:
             held = False
             self.log("the lease %s was not renewed, so nothing is announced meanwhile: %s"
                      % (self.group, getattr(err, "message", None) or err))
-        taken, self.holding = held and not self.holding, held
-        if taken:
+        self.holding = held
+        if held:  # what another holder left, or a write that failed, is announced now
             for key in list(self.observed):
                 self._announce(key)
 
