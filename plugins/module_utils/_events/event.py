@@ -17,9 +17,7 @@ Every event has ``type``, ``provider`` (the name of its entry of ``providers``),
 """
 from ansible_collections.resilient.virt.plugins.module_utils._time import format_time
 
-__all__ = ("unreachable", "reachable", "vm_stopped", "TYPES")
-
-TYPES = ("hypervisor_unreachable", "hypervisor_reachable", "vm_crashed", "vm_stopped")
+__all__ = ("unreachable", "reachable", "vm_stopped")
 
 
 def _base(kind, provider, source):
