@@ -45,6 +45,10 @@ _STOPPED_DETAILS = {1: ("destroyed", False), 2: ("crashed", True), 3: ("migrated
 _SHUTDOWN_GUEST, _SHUTDOWN_HOST = 1, 2
 
 
+class _Abandoned(Exception):
+    """A connect that answered after it was abandoned."""
+
+
 def ensure_event_loop():
     """Register libvirt's default event loop once per process and run it in a daemon thread."""
     with _loop_lock:
@@ -100,40 +104,53 @@ class DomainWatch:
         self._conn = None  # the connection while connected
         self._callback = None
         self._shutdowns = {}  # uuid -> detail of the last SHUTDOWN event
+        self._attempt = 0  # raised by abandon(): a connect left behind is never used
 
     def connect(self):
         """Open the connection, register for its events and return ``{uuid: observation}``."""
         ensure_event_loop()
         lv = load()
+        attempt = self._attempt
         self.closed.clear()
         self.close_reason = None
         conn = self.provider.session().connection  # opened now: the event loop runs first
         try:
             conn.setKeepAlive(*self.keepalive)
-            conn.registerCloseCallback(self._on_close, None)
-            self._callback = conn.domainEventRegisterAny(
-                None, lv.VIR_DOMAIN_EVENT_ID_LIFECYCLE, self._on_lifecycle, None)
+            conn.registerCloseCallback(self._on_close, attempt)
+            callback = conn.domainEventRegisterAny(
+                None, lv.VIR_DOMAIN_EVENT_ID_LIFECYCLE, self._on_lifecycle, attempt)
             domains = {}
             for dom in conn.listAllDomains(0):
                 state, why, unasked = snapshot_state(*dom.state())
                 domains[dom.UUIDString()] = {"uuid": dom.UUIDString(), "name": dom.name(),
                                              "state": state, "reason": why, "unasked": unasked}
+            if attempt != self._attempt:
+                raise _Abandoned("connect to %s abandoned" % self.provider.key)
         except Exception:
-            self.provider.close()
+            if attempt == self._attempt:
+                self.provider.close()
+            else:  # this connection is the abandoned attempt's own; the provider's is another's
+                _close_quietly(conn)
             raise
-        self._conn = conn
+        self._conn, self._callback = conn, callback
         return domains
 
     def abandon(self):
-        """The connect did not answer in time: forget its connection without waiting on it."""
+        """The connect did not answer in time: forget its connection without waiting on it; if it
+        answers later, it closes that connection again and its callbacks are ignored."""
+        self._attempt += 1
         self._conn = None
         self.provider.abandon()
 
-    def _on_close(self, _conn, reason, _opaque):
+    def _on_close(self, _conn, reason, attempt):
+        if attempt != self._attempt:
+            return
         self.close_reason = _CLOSE_REASONS.get(reason, "reason %s" % reason)
         self.closed.set()
 
-    def _on_lifecycle(self, _conn, dom, event, detail, _opaque):
+    def _on_lifecycle(self, _conn, dom, event, detail, attempt):
+        if attempt != self._attempt:
+            return
         uuid = dom.UUIDString()
         if event == _SHUTDOWN:
             self._shutdowns[uuid] = detail
@@ -168,3 +185,10 @@ class DomainWatch:
                 except Exception:  # noqa: BLE001 - a closing connection refuses; nothing to undo
                     pass
         self.provider.close()
+
+
+def _close_quietly(conn):
+    try:
+        conn.close()
+    except Exception:  # noqa: BLE001 - the daemon may be gone or hang; the connection is dropped
+        pass

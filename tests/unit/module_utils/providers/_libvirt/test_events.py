@@ -26,7 +26,7 @@ def observed(*events):
     seen = []
     watch = DomainWatch(provider=None, report=seen.append)
     for event, detail in events:
-        watch._on_lifecycle(None, Domain(), event, detail, None)
+        watch._on_lifecycle(None, Domain(), event, detail, 0)  # the first connect's
     return [(o["state"], o["reason"], o["unasked"]) for o in seen]
 
 
@@ -72,3 +72,20 @@ def test_a_state_read_on_connect_keeps_crashes_but_cannot_tell_who_shut_down():
         "stopped", "destroyed", False)
     assert snapshot_state(libvirt.VIR_DOMAIN_RUNNING, 1) == ("running", None, False)
     assert snapshot_state(libvirt.VIR_DOMAIN_PAUSED, 1) == ("paused", None, False)
+
+
+def test_the_callbacks_of_an_abandoned_connect_are_ignored():
+    seen = []
+
+    class Provider:
+        def abandon(self):
+            pass
+
+    watch = DomainWatch(provider=Provider(), report=seen.append)
+    watch.abandon()  # the first connect (attempt 0) did not answer in time
+    watch._on_lifecycle(None, Domain(), libvirt.VIR_DOMAIN_EVENT_STOPPED,
+                        libvirt.VIR_DOMAIN_EVENT_STOPPED_FAILED, 0)
+    watch._on_close(None, 1, 0)
+    assert seen == [] and not watch.closed.is_set()
+    watch._on_close(None, 1, 1)
+    assert watch.close_reason == "eof" and watch.closed.is_set()
