@@ -93,7 +93,11 @@ def _tasks(count):
 
 
 def run(args):
-    workdir = tempfile.mkdtemp(prefix="bench-observability-")
+    with tempfile.TemporaryDirectory(prefix="bench-observability-") as workdir:
+        return _measure(args, workdir)
+
+
+def _measure(args, workdir):
     runner = Runner(workdir)
     playbooks = dict((size, runner.write("describe-%d" % size, _tasks(size))) for size in (args.short, args.long))
     sink = Sink()
