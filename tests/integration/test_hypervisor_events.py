@@ -24,6 +24,7 @@ import pytest
 import yaml
 from playbook_runner import local_inventory
 from playbook_runner import store_records as read_records
+from redis_server import REDIS_PASSWORD
 
 from paths import COLLECTIONS
 
@@ -108,8 +109,17 @@ def store_records(store_url, namespace):
         return {}
 
 
-def lease_record(store_url):
-    return store_records(store_url, "leases")["hypervisor_events"]
+def redis_record(redis_url, namespace, key):
+    """The record ``namespace``/``key`` of a Redis store, read with a redis client of the
+    test's own."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        raw = client.get("resilient_virt:%s:%s" % (namespace, key))
+    finally:
+        client.close()
+    return None if raw is None else json.loads(raw)
 
 
 def load_plugin():
@@ -214,15 +224,19 @@ class SourceProcess:
         self.process.wait()
 
 
-def test_two_sources_announce_once_a_hung_holder_is_taken_over_a_restart_repeats_nothing(hypervisor, tmp_path):
+def test_two_sources_announce_once_a_hung_holder_is_taken_over_a_restart_repeats_nothing(
+        hypervisor, tmp_path, start_redis):
     _the_lab, hv, _xml = hypervisor
-    store_url = "sqlite://%s" % (tmp_path / "state.db")
+    server = start_redis()  # shared by instances on several machines; a frozen one locks nothing
+    store_url = server.url()
+    assert REDIS_PASSWORD in store_url  # kept out of what the sources log, checked at the end
+    key = "hypervisor_events/libvirt:hv1"
     uuids = {name: running_domain(hypervisor, name) for name in ("evone", "evtwo", "evthree")}
     args = source_args(hv, store_url)
     first, second = SourceProcess(tmp_path, "a", args), SourceProcess(tmp_path, "b", args)
     started = []
     try:
-        baseline(store_url)
+        wait_for("the source's first record", lambda: redis_record(store_url, NAMESPACE, key))
         kill_qemu(hv, "evone")
         leader_of = {}
 
@@ -237,21 +251,21 @@ def test_two_sources_announce_once_a_hung_holder_is_taken_over_a_restart_repeats
         leader = leader_of["proc"]
         survivor = second if leader is first else first
         assert (crash["vm"], crash["uuid"]) == ("evone", uuids["evone"])
-        assert crash["source"] == lease_record(store_url)["owner"]
+        assert crash["source"] == redis_record(store_url, "leases", "hypervisor_events")["owner"]
         leader.process.send_signal(signal.SIGSTOP)  # hangs holding the lease
         kill_qemu(hv, "evtwo")
         taken_over = survivor.next_event()
         received_at = time.time()
         leader.process.send_signal(signal.SIGCONT)  # its lease ran out: it must stay silent
         assert (taken_over["type"], taken_over["vm"]) == ("vm_crashed", "evtwo")
-        lease = lease_record(store_url)
+        lease = redis_record(store_url, "leases", "hypervisor_events")
         # announced by the new holder, and only once it held the lease
         assert taken_over["source"] == lease["owner"] != crash["source"]
         assert lease["since"] <= received_at
         # an event is put first, then recorded: killed between the two, a source announces it
         # again (at least once); these kills come after the record
-        wait_for("the record of the announced crash", lambda: store_records(store_url, NAMESPACE)[
-            "hypervisor_events/libvirt:hv1"]["vms"][uuids["evtwo"]]["state"] == "stopped")
+        wait_for("the record of the announced crash", lambda: redis_record(
+            store_url, NAMESPACE, key)["vms"][uuids["evtwo"]]["state"] == "stopped")
         leader.kill()
         survivor.kill()
         kill_qemu(hv, "evthree")  # while no source runs
@@ -269,6 +283,8 @@ def test_two_sources_announce_once_a_hung_holder_is_taken_over_a_restart_repeats
     finally:
         for proc in [first, second] + started:
             proc.kill()
+    logged = "".join(path.read_text() for path in tmp_path.glob("*.err"))
+    assert REDIS_PASSWORD not in logged  # the store URL's password
 
 
 def test_ansible_rulebook_runs_a_playbook_for_a_crashed_vm(hypervisor, tmp_path):
