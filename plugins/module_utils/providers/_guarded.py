@@ -45,6 +45,7 @@ OPERATION_CLASS = {
     "list_vm_summaries": "describe", "list_hypervisors_and_vms": "describe",
     "describe": "describe", "find": "describe", "create": "mutating", "delete": "mutating",
     "power": "mutating", "reconfigure": "mutating", "migrate": "mutating", "migrate_to": "mutating",
+    "maintenance": "mutating",
     "task_status": "task_status",
     "list_snapshots": "describe", "create_snapshot": "mutating", "delete_snapshot": "mutating",
     "revert_snapshot": "mutating",
@@ -314,6 +315,19 @@ class GuardedProvider:
             return self._guard("migrate_to", "mutating", work, arguments, look)
         except _AnsweredTimeout as err:
             raise err.timeout from None
+
+    def set_maintenance(self, hypervisor, enabled):
+        """The host ``hypervisor`` in (``enabled``) or out of the platform's maintenance mode;
+        a retry looks first whether it is there already."""
+        self.provider.require("maintenance")
+
+        def look():
+            found = [h for h in self.provider.list_hypervisors() if h["name"] == hypervisor]
+            done = bool(found) and (found[0]["state"] == "maintenance") == enabled
+            return done, False
+
+        return self._guard("maintenance", "mutating", lambda: self.provider.set_maintenance(
+            hypervisor, enabled), {"hypervisor": hypervisor, "enabled": enabled}, look)
 
     def task_status(self, task_id):
         return self._call("task_status", {"task_id": task_id})

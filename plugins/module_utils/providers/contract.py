@@ -56,7 +56,7 @@ SNAPSHOT_CAPABILITIES = ("list_snapshots", "create_snapshot", "delete_snapshot",
                          "revert_snapshot")
 CAPABILITIES = ("validate", "list_hypervisors", "list_vms", "describe", "find", "create",
                 "delete", "power", "reconfigure", "task_status", "migrate",
-                "migrate_to") + SNAPSHOT_CAPABILITIES
+                "migrate_to", "maintenance") + SNAPSHOT_CAPABILITIES
 POWER_ACTIONS = ("on", "off", "shutdown", "reboot", "pause", "suspend")
 VM_STATES = ("running", "stopped", "paused", "suspended", "unknown")
 VM_FIELDS = ("name", "uuid", "hypervisor", "az", "state", "vcpus", "memory_mb", "disks",
@@ -496,6 +496,12 @@ class Provider:
         dict on the target, "mode": live, paused or cold, "downtime_ms": the guest's downtime
         or None, "copied_disks": [paths]}``."""
         raise self.unsupported("migrate_to")
+
+    def set_maintenance(self, hypervisor: str, enabled: bool) -> bool:
+        """Put the host ``hypervisor`` of this provider in the platform's maintenance mode
+        (``enabled``) or take it out; True when its mode changed. Its VMs are moved first by
+        the collection, never by this call."""
+        raise self.unsupported("maintenance")
 
     def classify_error(self, exc: BaseException) -> VirtError | None:
         """Map an exception of the backend's library to a VirtError, or None to pass."""

@@ -183,6 +183,11 @@ def resilient_virt_release_capacity(provider: Provider,
 # * A migration that fails or is cancelled leaves the VM where it was, running if it ran, and
 #   removes what it made on the target; there are never two copies of the VM that run.
 # * ``changed`` is False in the VM dict when the VM already was where asked (``migrate``).
+#
+#   set_maintenance(hypervisor, enabled) -> bool   capability ``maintenance``: the host in or out
+#       of the platform's own maintenance mode (vSphere: EnterMaintenanceMode_Task), True when
+#       it changed; its hypervisor dict then reads ``state: maintenance``. The ``hypervisor``
+#       module calls it once it has moved the VMs off itself; a retry looks at that state first.
 
 # -- backups ----------------------------------------------------------------------------------
 # A backup or a restore is one provider operation followed through a handle: ``prepare`` plans

@@ -50,6 +50,8 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.
     create as create_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.edit import (
     migrate as migrate_vm, reconfigure as reconfigure_vm)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.maintenance import (
+    set_maintenance as set_host_maintenance)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.power import (
     power as power_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._tls import (
@@ -355,6 +357,9 @@ class VSphereProvider(SharedConnectionMixin, Provider):
 
     def migrate(self, name, hypervisor, resource_pool=None, datastore=None):
         return migrate_vm(self, name, hypervisor, resource_pool, datastore)
+
+    def set_maintenance(self, hypervisor, enabled):
+        return set_host_maintenance(self, hypervisor, enabled)
 
     # imported in each: only a snapshot task needs snapshots.py and snapshot_tree.py (6.5 ms in
     # a fresh process without bytecode files, python3 -X importtime)
