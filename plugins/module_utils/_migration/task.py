@@ -1,14 +1,16 @@
 # Copyright: resilient.virt contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the ``vm_migrate`` module does: :func:`run_vm_migrate` takes the module's options (a
-dict) and a :class:`TaskContext`.
+"""What the ``vm_migrate`` and ``hypervisor`` modules do: :func:`run_vm_migrate` and
+:func:`run_hypervisor` take the module's options (a dict) and a :class:`TaskContext`.
 
 Where the VM is decides first: a VM already on its target is left alone (``changed`` false),
 also when an earlier run moved it and this provider no longer has it. Then the prechecks
 (``prechecks.py``) run on what the providers report, and only when all pass does the VM move:
 between two providers of a backend with ``migrate_to`` (libvirt: one provider per host), or
 between the hosts of one provider with ``migrate`` (vSphere). Check mode stops before the move
-and shows the plan.
+and shows the plan. A drain (``hypervisor``, ``state: maintenance``) plans every VM's move
+(``drain_plan.py``), makes each one as ``vm_migrate`` does (``drain.py``) and marks the
+hypervisor (``maintenance.py``) only when none is left.
 """
 import time
 
@@ -16,16 +18,22 @@ from ansible_collections.resilient.virt.plugins.module_utils._convert import par
 from ansible_collections.resilient.virt.plugins.module_utils._failover.storage import (
     ReservationBook)
 from ansible_collections.resilient.virt.plugins.module_utils._input import check_int, check_text
+from ansible_collections.resilient.virt.plugins.module_utils._migration import maintenance
+from ansible_collections.resilient.virt.plugins.module_utils._migration.drain import (
+    run_moves, shown_move)
+from ansible_collections.resilient.virt.plugins.module_utils._migration.drain_plan import (
+    Candidate, plan_drain)
 from ansible_collections.resilient.virt.plugins.module_utils._migration.prechecks import (
     fleet_check, prechecks, refusal)
 from ansible_collections.resilient.virt.plugins.module_utils._time import format_time
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, InvalidSpec, NotFound, NotSupported, field_error, field_errors)
 
-__all__ = ("run_vm_migrate", "check_params", "planned_mode")
+__all__ = ("run_vm_migrate", "run_hypervisor", "check_params", "planned_mode")
 
 DEFAULT_TIMEOUT_SHARE = 0.8  # of resilience.timeout_mutating, when ``timeout`` is not given
 MAX_BANDWIDTH_MIB = 1024 * 1024
+MAX_PARALLEL = 16  # moves of one drain at a time
 
 
 def check_params(params):
@@ -202,4 +210,140 @@ def _to_host(params, ctx, source):
     moved = _move(result, lambda: source.migrate(name, host, **wanted))
     result["changed"] = moved.pop("changed", True)
     result["vm"] = moved
+    return result
+
+
+# -- hypervisor ---------------------------------------------------------------------------------
+def _hypervisor_params(params):
+    """The hypervisor task's options as it uses them; one InvalidSpec listing every problem."""
+    problems, checked = [], dict(params)
+    checks = [("parallel", lambda: check_int(params["parallel"], "parallel", minimum=1,
+                                             maximum=MAX_PARALLEL))]
+    if params.get("name") is not None:
+        checks.append(("name", lambda: check_text(params["name"], "name",
+                                                  what="a hypervisor name")))
+    for path, check in checks:
+        try:
+            check()
+        except InvalidSpec as err:
+            problems.extend((err.details or {}).get("errors") or
+                            [{"path": path, "message": err.message}])
+    targets = params.get("targets")
+    if targets is not None and not isinstance(targets, list):
+        problems.append({"path": "targets", "message": "must be a list of providers (libvirt) "
+                         "or host names (vSphere)"})
+    if problems:
+        raise field_errors(problems)
+    move = dict((key, params.get(key)) for key in ("timeout", "bandwidth_mib"))
+    check_params(dict(move, vm="-", target="-"))  # the options each move takes, checked once
+    return checked
+
+
+def _drained(source, name):
+    """The hypervisor dict of ``source`` to drain: the one named ``name``, or its only one."""
+    hypervisors = source.list_hypervisors()
+    if name is None:
+        if len(hypervisors) == 1:
+            return hypervisors[0], True
+        raise field_error("name", "%s has %d hosts: name the one to drain (%s)" % (
+            source.key, len(hypervisors), ", ".join(sorted(h["name"] for h in hypervisors))))
+    found = [h for h in hypervisors if h["name"] == name]
+    if not found:
+        raise field_error("name", "no hypervisor named %r on %s (hypervisors: %s)" % (
+            name, source.key, ", ".join(sorted(h["name"] for h in hypervisors))))
+    return found[0], len(hypervisors) == 1
+
+
+def _candidates(params, ctx, source, drained, marks):
+    """Where the VMs may go: other providers of the same type (``migrate_to``; ``targets``,
+    else every other entry of ``providers`` of that type), or other hosts of ``source``."""
+    targets = params.get("targets")
+    if "migrate_to" in source.capabilities:
+        if targets is None:
+            catalog = params.get("providers") or {}
+            targets = [ref for ref in sorted(catalog, key=str)
+                       if isinstance(catalog[ref], dict) and
+                       catalog[ref].get("type") == source.type_name]
+        found = []
+        for index, ref in enumerate(targets):
+            target = ctx.open_provider(ref, "targets[%d]" % index)
+            if target.key == source.key:
+                continue
+            if target.type_name != source.type_name:
+                raise field_error("targets[%d]" % index, "%s is a %s provider; the VMs of a %s "
+                                  "provider move to another %s provider" % (
+                                      target.key, target.type_name, source.type_name,
+                                      source.type_name))
+            hypervisor = maintenance.with_marks(target.list_hypervisors(), target.key, marks)[0]
+            found.append(Candidate(ref, target.key, hypervisor))
+        return found
+    if "migrate" in source.capabilities:
+        hosts = maintenance.with_marks(source.list_hypervisors(), source.key, marks)
+        named = set(h["name"] for h in hosts)
+        unknown = [t for t in targets or () if t not in named]
+        if unknown:
+            raise field_error("targets", "no host named %s on %s (hosts: %s)" % (
+                ", ".join(map(repr, unknown)), source.key, ", ".join(sorted(named))))
+        return [Candidate(h["name"], h["name"], h) for h in hosts if h["name"] != drained["name"]
+                and (targets is None or h["name"] in targets)]
+    raise NotSupported("the %s provider %s cannot move VMs (its backend implements neither "
+                       "migrate nor migrate_to), so it cannot drain a hypervisor" % (
+                           source.type_name, source.key))
+
+
+
+def run_hypervisor(params, ctx):
+    """The hypervisor task's result: drain and mark (``state: maintenance``), or end the
+    maintenance (``state: active``)."""
+    params = _hypervisor_params(params)
+    source = ctx.open_provider()
+    drained, whole = _drained(source, params.get("name"))
+    name = drained["name"]
+    platform = "maintenance" in source.capabilities  # the platform has a maintenance mode
+    marks = maintenance.read_marks(ctx.store)
+    marked = maintenance.is_marked(marks, source.key, name) and (
+        not platform or drained["state"] == maintenance.MAINTENANCE)
+    result = {"changed": False, "hypervisor": {"provider": source.key, "name": name,
+                                               "state": params["state"]}}
+    if params["state"] == "active":
+        result["changed"] = maintenance.is_marked(marks, source.key, name) or (
+            platform and drained["state"] == maintenance.MAINTENANCE)
+        if result["changed"] and not ctx.check_mode:
+            if platform:
+                source.set_maintenance(name, False)
+            maintenance.unmark(ctx.store, source.key, name)
+        return result
+    vms = [vm for vm in source.list_vms() if vm.get("hypervisor") == name]
+    plan = plan_drain(vms, _candidates(params, ctx, source, drained, marks),
+                      _reservations(ctx.store), params["allow_zone_change"],
+                      params["stopped_vms"] == "move")
+    drain = {"planned": [shown_move(move) for move in plan["moves"]], "moved": [],
+             "stays": [{"vm": s["vm"]["name"], "why": s["why"]} for s in plan["stays"]],
+             "left": [{"vm": s["vm"]["name"], "why": s["why"]} for s in plan["left"]]}
+    result.update(changed=bool(plan["moves"]) or not marked, drain=drain)
+    if ctx.check_mode:
+        return result
+    common = dict((key, params.get(key)) for key in ("timeout", "bandwidth_mib"))
+
+    def move_one(move):
+        return run_vm_migrate(dict(common, vm=move["vm"]["name"], target=move["candidate"].target,
+                                   live=True, allow_zone_change=params["allow_zone_change"],
+                                   resource_pool=None, datastore=None), ctx)
+
+    drain["moved"], failed = run_moves(plan["moves"], params["parallel"], move_one)
+    drain["left"].extend(failed)
+    if drain["left"]:
+        err = Conflict("hypervisor %s of %s is not drained, so it is not in maintenance; "
+                       "%d VM(s) left: %s. Make room or fix what each names, and run the task "
+                       "again (it moves only what is left)" % (
+                           name, source.key, len(drain["left"]), "; ".join(
+                               "%s (%s)" % (item["vm"], item["why"]) for item in drain["left"])),
+                       details={"left": drain["left"]})
+        err.result = {"changed": bool(drain["moved"]), "drain": drain,
+                      "hypervisor": result["hypervisor"]}
+        raise err
+    if not marked:
+        if platform:
+            source.set_maintenance(name, True)
+        maintenance.mark(ctx.store, source.key, name, whole)
     return result

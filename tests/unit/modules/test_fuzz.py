@@ -88,6 +88,7 @@ VALID = {  # a working call of each module, for fuzzing one field at a time
     "vm_snapshot": {"provider": GOOD_PROVIDER, "vm": "test", "name": "fuzz-snap", "state": "absent"},
     "vm_migrate": {"provider": GOOD_PROVIDER, "vm": "test",
                    "target": dict(GOOD_PROVIDER, name="fuzz-target")},
+    "hypervisor": {"provider": GOOD_PROVIDER, "targets": [dict(GOOD_PROVIDER, name="fuzz-target")]},
 }
 
 

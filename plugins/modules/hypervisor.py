@@ -1,0 +1,285 @@
+#!/usr/bin/python
+# Copyright: resilient.virt contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+DOCUMENTATION = r"""
+module: hypervisor
+short_description: Drain a hypervisor into maintenance, or bring it back
+version_added: 0.4.0
+description:
+  - "O(state=maintenance) drains the hypervisor O(name) of O(provider): it plans where each of
+    its VMs goes before anything moves - with the prechecks of M(resilient.virt.vm_migrate) on
+    every target (takes VMs, capacity, zone, the failover reservations' rules), counting the VMs
+    already planned there - then moves the running VMs live, at most O(parallel) at a time, each
+    as M(resilient.virt.vm_migrate) moves one, moves or leaves the stopped ones (O(stopped_vms)),
+    and then marks the hypervisor in maintenance in the state store (vSphere - also the host's
+    maintenance mode). docs/migration.md says how."
+  - "A drain that cannot finish fails with Conflict naming each VM left and why; it moves only
+    what passes its checks, and the hypervisor is not marked. Run it again: it plans only the
+    VMs still there."
+  - "While a hypervisor is in maintenance, M(resilient.virt.vm) and M(resilient.virt.vm_fleet)
+    create no VM on it, M(resilient.virt.failover_reservation) places no reservation on it, moves
+    to it are refused, and the P(resilient.virt.hypervisors#inventory) inventory shows it."
+  - O(state=active) ends the maintenance. Both are idempotent.
+author:
+  - resilient.virt developers (!UNKNOWN)
+options:
+  name:
+    description:
+      - The hypervisor - an ESXi host of O(provider) (vSphere); may be left out when the
+        provider is one host (libvirt).
+    type: str
+  state:
+    description:
+      - V(maintenance) drains it and marks it; V(active) ends its maintenance (moves nothing back).
+    type: str
+    choices: [maintenance, active]
+    default: maintenance
+  targets:
+    description:
+      - "Where the VMs may go. libvirt - other providers (names of O(providers), keys or dicts);
+        unset - every other entry of O(providers) of the same type. vSphere - host names of
+        O(provider); unset - its other hosts."
+    type: list
+    elements: raw
+  parallel:
+    description:
+      - How many VMs move at a time (1 to 16).
+    type: int
+    default: 2
+  stopped_vms:
+    description:
+      - What happens to the VMs that are not running or paused - V(leave) them on the
+        hypervisor, or V(move) them (cold) like the others.
+    type: str
+    choices: [leave, move]
+    default: leave
+  allow_zone_change:
+    description:
+      - Let VMs move to a hypervisor of another availability zone.
+    type: bool
+    default: false
+  timeout:
+    description:
+      - libvirt - how long each VM's migration may take, as O(resilient.virt.vm_migrate#module:timeout).
+    type: raw
+  bandwidth_mib:
+    description:
+      - libvirt - the most each migration may send, in MiB/s; unset - no limit.
+    type: int
+extends_documentation_fragment:
+  - resilient.virt.attributes
+  - resilient.virt.provider
+  - resilient.virt.resilience
+attributes:
+  check_mode:
+    description: Plans the drain (RV(drain.planned), RV(drain.left)) without moving or marking anything.
+  diff_mode:
+    support: none
+    description: Shows the plan in RV(drain) instead.
+notes:
+  - The provider calls go through the provider's retries, rate limit, circuit breaker and time
+    limits like any other call.
+seealso:
+  - module: resilient.virt.vm_migrate
+  - module: resilient.virt.failover_reservation
+"""
+
+EXAMPLES = r"""
+# Assumes libvirt providers hv1 and hv2 (zones az1 and az2) and vc (vSphere) in module_defaults.
+- name: A small VM running on hv1
+  resilient.virt.vm:
+    provider: hv1
+    name: drain-web
+    vcpus: 1
+    memory_mb: 64
+    disks:
+      - {size_gb: 1, format: qcow2}
+    state: running
+
+- name: What draining hv1 would do
+  resilient.virt.hypervisor:
+    provider: hv1
+    state: maintenance
+    targets: [hv2]
+    allow_zone_change: true
+  check_mode: true
+  register: plan
+
+- name: Drain hv1 - its running VMs move live to hv2 - and mark it in maintenance
+  resilient.virt.hypervisor:
+    provider: hv1
+    state: maintenance
+    targets: [hv2]
+    allow_zone_change: true
+    parallel: 2
+    timeout: 2m
+  register: drained
+
+- name: Which VMs went where
+  ansible.builtin.debug:
+    msg: "{{ drained.drain.moved | map(attribute='vm') | list }}"
+
+- name: End the maintenance of hv1 (once it is patched and rebooted)
+  resilient.virt.hypervisor:
+    provider: hv1
+    state: active
+
+- name: Where the VMs of ESXi host DC0_C0_H1 would go before it enters maintenance mode
+  resilient.virt.hypervisor:
+    provider: vc
+    name: DC0_C0_H1
+    state: maintenance
+  check_mode: true
+
+- name: Remove the VM
+  resilient.virt.vm:
+    provider: hv2
+    name: drain-web
+    state: absent
+"""
+
+RETURN = r"""
+hypervisor:
+  description: The hypervisor - C(provider) (its key), C(name) and the C(state) asked for.
+  returned: always, except when the options were refused
+  type: dict
+drain:
+  description:
+    - The drain (O(state=maintenance)) - on failure too, in the failed result.
+  returned: when O(state=maintenance)
+  type: dict
+  contains:
+    planned:
+      description: The moves planned - C(vm), C(state), C(target) (provider key or host) and C(hypervisor).
+      type: list
+      elements: dict
+    moved:
+      description:
+        - The moves made (empty in check mode), as in RV(drain.planned), with C(mode),
+          C(changed), C(duration_seconds) and C(downtime_ms) as M(resilient.virt.vm_migrate)
+          returns them.
+      type: list
+      elements: dict
+    stays:
+      description: The stopped VMs left on the hypervisor (O(stopped_vms=leave)) - C(vm), C(why).
+      type: list
+      elements: dict
+    left:
+      description:
+        - The VMs that could not move - C(vm) and C(why) (each target's failed checks, or the
+          error of its move). The hypervisor is marked only when this is empty.
+      type: list
+      elements: dict
+ansible_facts:
+  description: Facts for the fact cache and AWX.
+  returned: success, unless the state store could not be read
+  type: dict
+  contains:
+    resilient_virt_breakers:
+      description:
+        - Every circuit breaker of the state store by name (C(<type>:<name>)), in short form, not only
+          those of the providers this task used; see M(resilient.virt.circuit_breaker).
+      type: dict
+      contains:
+        state:
+          description: V(closed), V(open) or V(half_open).
+          type: str
+        consecutive_failures:
+          description: Failures in a row in the current episode.
+          type: int
+        half_open_at:
+          description: When an open breaker lets a probe through (RFC 3339, UTC), or null.
+          type: str
+        last_error:
+          description: The last failure that counted against it (C(type), C(message)), or null.
+          type: dict
+error:
+  description:
+    - On failure, what failed - C(type) (one of the error taxonomy, such as V(InvalidSpec),
+      V(Unavailable), V(BreakerOpen) or V(MissingLibrary)), C(retryable), C(retry_after) (seconds,
+      or null) and C(details). The message is in C(msg), once.
+  returned: failure
+  type: dict
+  sample: {"type": "Unavailable", "retryable": true, "retry_after": null, "details": {"attempts": 3}}
+resilience:
+  description:
+    - What the resilience layer did during the task, by provider key (C(<type>:<name>)), counted
+      for failed tasks too; the callback plugin P(resilient.virt.resilience_summary#callback) adds
+      them up for a play. Empty when the task called no provider.
+    - Keys beyond the first 100 (sorted) are added up under C((others)).
+  returned: always, except when Ansible itself refused the arguments
+  type: dict
+  sample: {"libvirt:hv1": {"calls": 2, "attempts": 4, "retries": 2, "backoff_seconds": 1.52,
+           "rate_limit_waits": 0, "rate_limit_seconds": 0.0, "failures": 3, "refused": 1,
+           "failed_calls": 2, "transitions": [{"from": "closed", "to": "open", "count": 1}]}}
+  contains:
+    calls:
+      description: Calls made to the provider; each may make several attempts.
+      type: int
+    attempts:
+      description: Attempts that reached the provider (its operation, or the look before a retry).
+      type: int
+    retries:
+      description: Waits between two attempts of a call.
+      type: int
+    backoff_seconds:
+      description: Seconds spent in those waits.
+      type: float
+    rate_limit_waits:
+      description: Attempts that waited for their turn at the provider's rate limit.
+      type: int
+    rate_limit_seconds:
+      description: Seconds spent waiting for the rate limit.
+      type: float
+    failures:
+      description: Attempts the circuit breaker counted as failures (the provider unreachable or too slow).
+      type: int
+    refused:
+      description: Calls refused at once because the provider's circuit breaker was open.
+      type: int
+    failed_calls:
+      description: Calls that got no answer from the provider (unreachable or too slow after every
+        attempt, refused by the breaker); an answer such as V(NotFound) is not counted.
+      type: int
+    transitions:
+      description: Changes of the circuit breaker's state that this task made (C(from), C(to),
+        C(count)), in the order first seen; states are V(closed), V(open) and V(half_open).
+      type: list
+      elements: dict
+    operations:
+      description:
+        - Per provider operation (such as C(describe)) - C(outcomes), calls by how they ended
+          (V(ok) or the error type), C(buckets), calls by duration in the bins of the
+          C(resilient_virt_provider_call_duration_seconds) histogram (non-cumulative, the last for
+          calls longer than 600 s), C(seconds), their total, and C(timeout), the time limit of
+          one attempt. See docs/observability.md.
+      type: dict
+"""
+
+from ansible_collections.resilient.virt.plugins.module_utils._module_base import ResilientModule
+from ansible_collections.resilient.virt.plugins.module_utils._migration.task import run_hypervisor
+
+
+class HypervisorModule(ResilientModule):
+    argument_spec = dict(
+        name=dict(type="str"),
+        state=dict(type="str", choices=["maintenance", "active"], default="maintenance"),
+        targets=dict(type="list", elements="raw"),
+        parallel=dict(type="int", default=2),
+        stopped_vms=dict(type="str", choices=["leave", "move"], default="leave"),
+        allow_zone_change=dict(type="bool", default=False),
+        timeout=dict(type="raw"),
+        bandwidth_mib=dict(type="int"),
+    )
+
+    def run(self):
+        return run_hypervisor(self.params, self.context())
+
+
+def main():
+    HypervisorModule.main()
+
+
+if __name__ == "__main__":
+    main()
