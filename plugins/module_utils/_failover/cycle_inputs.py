@@ -24,12 +24,14 @@ class Fleet:
     """Hypervisors and VMs (model objects), VMs reported running ({uuid: host}), the provider
     reference of each hypervisor and the VM dicts a provider returned, by uuid."""
 
-    def __init__(self, hypervisors, vms, running=None, owners=None, definitions=None):
+    def __init__(self, hypervisors, vms, running=None, owners=None, definitions=None,
+                 states=None):
         self.hypervisors = hypervisors
         self.vms = vms
         self.running = running
         self.owners = owners or {}
         self.definitions = definitions or {}
+        self.states = states or {}  # hypervisor name -> its state as its provider reports it
 
     @classmethod
     def given(cls, hypervisors, vms, check_hosts=True):
@@ -63,13 +65,14 @@ class Fleet:
         A VM's zone is its hypervisor's, its flavor the ``flavor`` key of its metadata (a VM
         without one needs no reservation), and a running VM counts as running on its hypervisor.
         """
-        hypervisors, vms, running, owners, definitions = [], [], {}, {}, {}
+        hypervisors, vms, running, owners, definitions, states = [], [], {}, {}, {}, {}
         for reference, provider in providers:
             zones = {}
             for index, item in enumerate(provider.list_hypervisors()):
                 hypervisors.append(Hypervisor.from_dict(_whole(item), "%s hypervisors[%d]" % (provider.key, index)))
                 zones[item["name"]] = item.get("az") or ""
                 owners[item["name"]] = reference
+                states[item["name"]] = item.get("state")
             for item in provider.list_vms():
                 if not item.get("uuid") or not item.get("hypervisor"):
                     continue
@@ -82,7 +85,7 @@ class Fleet:
                 if item.get("state") == "running":
                     running[item["uuid"]] = host
                 definitions[item["uuid"]] = dict(item, provider=reference)
-        return cls(hypervisors, vms, running, owners, definitions)
+        return cls(hypervisors, vms, running, owners, definitions, states)
 
     def with_capacity_held_by(self, reservations):
         """The hypervisors with ``reservations`` (of other creators) counted as used."""

@@ -7,6 +7,8 @@
 :class:`TaskContext`. The reservations live in the state store (``storage.ReservationBook``);
 backends that can hold capacity natively are kept in step with them.
 """
+import dataclasses
+
 from ansible_collections.resilient.virt.plugins.module_utils._failover import storage
 from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import (
     check_requirements_met)
@@ -16,6 +18,8 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.evacuatio
 from ansible_collections.resilient.virt.plugins.module_utils._failover.reconcile import run_cycle
 from ansible_collections.resilient.virt.plugins.module_utils._failover.settings import FailoverSettings
 from ansible_collections.resilient.virt.plugins.module_utils._input import check_int, check_text
+from ansible_collections.resilient.virt.plugins.module_utils._migration.maintenance import (
+    MAINTENANCE, read_marks)
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, QuotaExceeded, VirtError, field_error)
 
@@ -77,6 +81,26 @@ def _fleet(ctx, given):
     return Fleet.listed(sorted(opened.items(), key=lambda pair: str(pair[0]))), opened
 
 
+def _without_room_in_maintenance(hypervisors, fleet, opened, ctx):
+    """``hypervisors`` with those in maintenance (their provider's state, or a mark of the
+    ``hypervisor`` module) left without free room, each named in a warning: no reservation is
+    made or grown there, and one there is dropped when it is next revalidated."""
+    marks = read_marks(ctx.store).values()
+    keys = dict((ref, provider.key) for ref, provider in opened.items())
+    out = []
+    for hv in hypervisors:
+        key = keys.get(fleet.owners.get(hv.name))
+        if fleet.states.get(hv.name) == MAINTENANCE or any(
+                mark["hypervisor"] == hv.name and key in (None, mark["provider_key"])
+                for mark in marks):
+            ctx.warnings.append("hypervisor %s is in maintenance: it takes no failover "
+                                "reservation, and one there is dropped when it is next "
+                                "revalidated" % hv.name)
+            hv = dataclasses.replace(hv, used_cpu=hv.cpu, used_memory_mb=hv.memory_mb)
+        out.append(hv)
+    return out
+
+
 def _present(params, ctx, book, given):
     settings = FailoverSettings.from_dict(
         dict(
@@ -90,7 +114,8 @@ def _present(params, ctx, book, given):
     fleet, opened = _fleet(ctx, given)
     # a count no VM could hold fails before the store is read or written
     check_requirements_met(settings.requirements, fleet.hypervisors, fleet.vms)
-    hypervisors = fleet.with_capacity_held_by(book.foreign())
+    hypervisors = _without_room_in_maintenance(fleet.with_capacity_held_by(book.foreign()),
+                                               fleet, opened, ctx)
     deadline = ctx.settings.deadline or None  # planning stops with Timeout past it
 
     def cycle(reservations, counter, now, target=None):
