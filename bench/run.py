@@ -305,13 +305,13 @@ def _proxmox_headlines(proxmox):
             proxmox["settings"]["vms"], inventory["ours"]["wall"], inventory["ours"]["cpu"],
             inventory["peer"]["wall"], proxmox["ratio"], inventory["peer_want_facts"]["wall"],
             proxmox["want_facts_ratio"]),
-        "vm_info task on the Proxmox VE simulator: %.2f s wall, %.2f s CPU; "
+        "vm_info task on the Proxmox VE simulator: %.2f s wall, %.2f s CPU (its playbook's); "
         "community.proxmox.proxmox_vm_info %.2f s wall, %.2f s CPU" % (
             info["ours"]["wall"], info["ours"]["cpu"], info["peer"]["wall"], info["peer"]["cpu"])
-    ] + ["%s task on the Proxmox VE simulator, ours / proxmox_kvm: wall %.2fx, CPU %.2fx" % (
-        step.capitalize(), proxmox["create_start"][step + "_ratio"]["wall"],
-        proxmox["create_start"][step + "_ratio"]["cpu"])
-        for step in ("create", "start") if "create_start" in proxmox]
+    ] + ["%s task on the Proxmox VE simulator, ours / proxmox_kvm: task wall %.2fx, "
+         "playbook CPU %.2fx" % (step.capitalize(), proxmox["create_start"][step + "_ratio"]["wall"],
+                                 proxmox["create_start"][step + "_ratio"]["cpu"])
+         for step in ("create", "start") if "create_start" in proxmox]
 
 
 def headlines(records):
