@@ -25,6 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible_collections.resilient.virt.plugins.module_utils._fleet import prune as pruning
 from ansible_collections.resilient.virt.plugins.module_utils._fleet import status as statuses
 from ansible_collections.resilient.virt.plugins.module_utils._fleet.pool import ProviderPool
+from ansible_collections.resilient.virt.plugins.module_utils._migration.maintenance import (
+    refuse_placement)
 from ansible_collections.resilient.virt.plugins.module_utils._vm.converge import (
     UNREAD, describe_or_none, diff_view, reconcile)
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
@@ -174,7 +176,9 @@ class FleetRun:
                 result = reconcile(provider, vm.name, vm.state, vm.wanted_spec(options.owner),
                                    check_mode=options.check_mode, force=options.force,
                                    shutdown_timeout=options.shutdown_timeout, current=current,
-                                   create_metadata=vm.marker(options.owner))
+                                   create_metadata=vm.marker(options.owner),
+                                   before_create=lambda spec, key=provider.key: refuse_placement(
+                                       lambda: self.store, key, spec, self.warnings))
         except Exception as exc:  # noqa: BLE001 - one VM's failure is its result, not the run's
             return _failure(vm, decision, exc)
         actions = result["actions"]

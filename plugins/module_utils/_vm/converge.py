@@ -169,17 +169,21 @@ def _where(provider, name):
 
 
 def reconcile(provider, name, state, spec, check_mode=False, force=False, shutdown_timeout=None,
-              current=UNREAD, create_metadata=None):
+              current=UNREAD, create_metadata=None, before_create=None):
     """Plan and (unless ``check_mode``) apply; returns changed, actions, vm, before, after.
 
     ``current`` is the VM as just read (None: absent) when the caller has it already.
     ``create_metadata`` is metadata that only a create of this call writes (merged into the
-    spec's): a VM that exists, or that another task creates meanwhile, never gets it."""
+    spec's): a VM that exists, or that another task creates meanwhile, never gets it.
+    ``before_create(spec)`` runs when the plan creates the VM, in check mode too, and raises
+    to refuse it (a hypervisor in maintenance)."""
     spec = dict((field, spec.get(field)) for field in SPEC_FIELDS if spec.get(field) is not None)
     if current is UNREAD:
         current = describe_or_none(provider, name)
     reconfigurable = getattr(provider, "reconfigurable", RECONFIGURABLE)
     actions = plan(current, state, spec, reconfigurable, _where(provider, name))
+    if before_create is not None and actions and actions[0][0] == "create":
+        before_create(spec)
     creating = with_metadata(spec, create_metadata)
     result = dict(changed=bool(actions), actions=[verb for verb, changes in actions],
                   before=diff_view(current, spec))

@@ -24,6 +24,8 @@ def run_vm(params, ctx):
     # (tests/unit/modules/test_describe_imports.py)
     from ansible_collections.resilient.virt.plugins.module_utils._vm.converge import (
         UNREAD, find_by_uuid, reconcile)
+    from ansible_collections.resilient.virt.plugins.module_utils._migration.maintenance import (
+        refuse_placement)
 
     if params.get("placement"):  # Ansible keeps an alias's key next to its option's
         params["placement"] = dict((key, value) for key, value in params["placement"].items()
@@ -47,6 +49,8 @@ def run_vm(params, ctx):
         outcome = reconcile(
             provider, name, params["state"], params, check_mode=ctx.check_mode,
             force=params["force"], shutdown_timeout=shutdown_timeout, current=current,
+            before_create=lambda spec: refuse_placement(lambda: ctx.store, provider.key, spec,
+                                                        ctx.warnings),
         )
         if wait:
             outcome["vm"] = wait_for_address(provider, name, wait_timeout)
