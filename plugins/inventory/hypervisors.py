@@ -27,7 +27,9 @@ description:
   - Host variables start with O(prefix). Hypervisors get C(kind) (V(hypervisor)), C(name),
     C(provider), C(provider_type), C(provider_key), C(zone), C(state), C(cpu), C(memory_mb),
     C(used_cpu), C(used_memory_mb), C(free_cpu), C(free_memory_mb), C(vm_count), C(traits),
-    C(breaker) (the provider's circuit breaker state), C(stale), C(scanned_at) (RFC 3339 UTC)
+    C(maintenance) (true while it is in maintenance - its platform's, or marked by
+    M(resilient.virt.hypervisor); its C(state) is then V(maintenance)), C(breaker) (the
+    provider's circuit breaker state), C(stale), C(scanned_at) (RFC 3339 UTC)
     and, when stale, C(age_seconds), plus what the backend adds (C(arch) on libvirt).
   - VMs get C(kind) (V(vm)), C(name), C(uuid), C(provider), C(provider_type), C(provider_key),
     C(hypervisor), C(zone), C(power_state) (V(running), V(stopped), V(paused), V(suspended),
@@ -247,7 +249,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._input import shown
 from ansible_collections.resilient.virt.plugins.module_utils._inventory.hosts import (
     host_records, safe_host_name, summary)
 from ansible_collections.resilient.virt.plugins.module_utils._inventory.scan import (
-    FATAL_ERRORS, check_vm_filters, failed_answers, scan, with_cache)
+    FATAL_ERRORS, check_vm_filters, failed_answers, scan, with_cache, with_maintenance)
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.settings import resolve_settings
 from ansible_collections.resilient.virt.plugins.module_utils._state.fallback import policy_store
 from ansible_collections.resilient.virt.plugins.module_utils._state.store import check_url, open_store
@@ -408,7 +410,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                        details=self.get_option("vm_details"))
         for warning in fell_back:
             self.display.warning(self._scrub(warning))
-        return answers, store
+        return with_maintenance(answers, store), store
 
     def _scrub(self, text):
         return scrub(text, self._secrets)

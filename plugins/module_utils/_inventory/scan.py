@@ -19,6 +19,8 @@ import json
 import time
 
 from ansible_collections.resilient.virt.plugins.module_utils._masking import scrub, secret_values
+from ansible_collections.resilient.virt.plugins.module_utils._migration.maintenance import (
+    MAINTENANCE, read_marks, with_marks)
 from ansible_collections.resilient.virt.plugins.module_utils._required_libraries import BACKENDS, importable
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import run_with_timeout
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
@@ -26,7 +28,8 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
 from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import open_provider
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import FILTER_KEYS
 
-__all__ = ("scan", "failed_answers", "with_cache", "check_vm_filters", "FATAL_ERRORS")
+__all__ = ("scan", "failed_answers", "with_cache", "with_maintenance", "check_vm_filters",
+           "FATAL_ERRORS")
 
 # Errors about the configuration itself: no cached answer hides those, they fail the inventory.
 FATAL_ERRORS = ("InvalidSpec", "NotSupported")
@@ -202,3 +205,18 @@ def check_vm_filters(vm_filters):
         raise field_errors([{"path": "vm_filters.%s" % key,
                              "message": "unknown filter; known: %s" % ", ".join(FILTER_KEYS)}
                             for key in bad])
+
+
+def with_maintenance(answers, store):
+    """``answers`` with each hypervisor's ``maintenance`` (True when its provider says so, or
+    the ``hypervisor`` module marked it in ``store``; then its state is ``maintenance`` too).
+    A store that cannot be read leaves the providers' word."""
+    try:
+        marks = read_marks(store) if store is not None else {}
+    except VirtError:
+        marks = {}
+    for answer in answers:
+        hypervisors = with_marks(answer.get("hypervisors") or [], answer.get("key"), marks)
+        answer["hypervisors"] = [dict(hv, maintenance=hv.get("state") == MAINTENANCE)
+                                 for hv in hypervisors]
+    return answers
