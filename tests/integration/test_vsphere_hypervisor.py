@@ -51,9 +51,9 @@ def test_a_host_drains_into_maintenance_mode_and_comes_back(tmp_path, sim):
     try:
         defaults = {"provider": dict(sim, task_timeout="60s"),
                     "state_store": "sqlite://%s" % (tmp_path / "s.db")}
-        tasks = [{"name": "make", "resilient.virt.vm": {
-                     "name": name, "vcpus": 1, "memory_mb": 64, "state": "running",
-                     "placement": {"host": HOST}}},
+        made = {"name": name, "vcpus": 1, "memory_mb": 64, "state": "running",
+                "placement": {"host": HOST}}
+        tasks = [{"name": "make", "resilient.virt.vm": made},
                  {"name": "drain", "resilient.virt.hypervisor": {"name": HOST}},
                  {"name": "again", "resilient.virt.hypervisor": {"name": HOST}}]
         run = run_playbook(tmp_path, [play([dict(t, ignore_errors=True) for t in tasks],

@@ -291,7 +291,6 @@ def _candidates(params, ctx, source, drained, marks):
                            source.type_name, source.key))
 
 
-
 def run_hypervisor(params, ctx):
     """The hypervisor task's result: drain and mark (``state: maintenance``), or end the
     maintenance (``state: active``)."""
