@@ -71,3 +71,29 @@ def test_vzdump_backup_through_the_backup_module(simulated_pve, tmp_path):
     deleted = run.task("delete")
     assert not deleted.failed and deleted["changed"], deleted
     assert _archives(sim, vmid) == {}
+
+
+def test_a_backup_cancelled_on_timeout_leaves_no_archive(simulated_pve, tmp_path):
+    """The simulator's vzdump takes 4 s and does not stop when asked (fakepve answers the
+    request to stop a task and goes on): the cancel waits for its end, then deletes the archive
+    it stored."""
+    sim = simulated_pve
+    vmid = max(vm.vmid for vm in sim.pve.vms) + 1
+
+    def slow_vzdump():
+        sim.pve.add_vm(vmid, "bk2", node="pve1", status="running",
+                       config={"memory": 256, "cores": 1})
+        sim.pve.time_scale, sim.pve.vzdump_secs = 1, 4
+    sim.call(slow_vzdump)
+    run = run_playbook(tmp_path, [play([{"name": "take", "resilient.virt.backup": {
+        "vm": "bk2", "name": "bk2-b1", "timeout": "1s", "cancel_on_timeout": True},
+        "ignore_errors": True}], module_defaults={
+            "provider": sim.provider, "state_store": "sqlite:///%s" % (tmp_path / "state.db")})])
+    taken = run.task("take")
+    assert taken.failed and taken["record"]["phase"] == "Failed", taken
+    assert "Cancel" in str(taken["record"]["conditions"]), taken["record"]
+    stops = [r for r in sim.pve.requests if r[0] == "DELETE" and "/tasks/UPID:" in r[1]]
+    assert len(stops) == 1, stops
+    dumps = [t for t in sim.pve.tasklog if t["type"] == "vzdump" and t["id"] == str(vmid)]
+    assert len(dumps) == 1 and dumps[0]["status"] == "stopped", dumps
+    assert _archives(sim, vmid) == {}  # stored after the cancel asked, then deleted

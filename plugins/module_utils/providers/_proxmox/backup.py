@@ -20,7 +20,7 @@ storage, vmid}, size_bytes, created_at, complete, managed}``.
 import time
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    NotFound, NotSupported, field_error)
+    NotFound, NotSupported, VirtError, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import required_text
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.backend import (
     ProxmoxProvider)
@@ -132,12 +132,19 @@ def backup_poll(provider, handle):
 
 
 def backup_cancel(provider, handle):
-    """Stop the handle's task when it runs, then delete its archives."""
+    """Stop the handle's task when it runs and wait until it has ended (an archive may still
+    land meanwhile), then delete its archives."""
     if not _proxmox(provider):
         return None
     session = provider.session()
     if handle.get("task") and status_of(session, handle["task"])["state"] == "running":
         session.delete("nodes", handle["node"], "tasks", handle["task"])
+        try:
+            wait(session, handle["task"], "stopping vzdump of VM %r" % handle.get("vm"))
+        except VirtError as err:
+            if err.type == "Timeout":
+                raise
+            # a task stopped on request ends with an error: that is the cancel
     for volume in _ours(session, handle):
         _delete_volume(session, handle["node"], handle["storage"], volume["volid"])
     return True
