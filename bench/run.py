@@ -36,6 +36,9 @@ Runs, one after the other, each in its own process:
 * ``bench_migrate.py``: live migration of a running VM with a 256 MiB disk between the lab's hv1
   and hv2, a resilient.virt.vm_migrate task next to ``virsh migrate --live --copy-storage-all``,
   and the guest's downtime each reports.
+* ``bench_drain.py``: draining the lab's hv1 of 10 running VMs to hv2 with a
+  resilient.virt.hypervisor task: its time, the guests' downtimes, and, sampled throughout by the
+  bench's own libvirt connections, that no VM stopped and no hypervisor went over capacity.
 * ``bench_observability.py``: what the resilience_summary callback's metrics and traces cost per
   in-process task (spans sent to an OTLP/HTTP sink it runs), against the same tasks without the
   callback, as a difference and a ratio.
@@ -91,6 +94,8 @@ BENCHES = (
      "template clone vs community.vmware", "bench_images.py", [], ["--quick"]),
     ("migrate", "Live migration: vm_migrate vs virsh migrate --live --copy-storage-all, and the "
      "guest's downtime", "bench_migrate.py", [], ["--quick"]),
+    ("drain", "Hypervisor drain: running VMs moved off a hypervisor, no VM stopped, no "
+     "hypervisor over capacity", "bench_drain.py", [], ["--quick"]),
     ("observability", "Metrics and traces: the summary callback's cost per task vs the same tasks "
      "without it", "bench_observability.py", [], ["--quick"]),
 )
