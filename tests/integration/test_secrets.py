@@ -86,6 +86,7 @@ def test_argument_errors_of_every_module_show_no_secret(lab, tmp_path, secrets):
         _task("backup_status", "backup_status", mode="bogus"),
         _task("vm_snapshot", "vm_snapshot", provider="vc", vm="x", name="s", keep_last="many"),
         _task("vm_migrate", "vm_migrate", provider="kvm", vm="x", target="hv1", live="maybe"),
+        _task("hypervisor", "hypervisor", provider="kvm", state="bogus"),
     ]
     defaults = {"providers": _catalog(lab), "state_store": "redis://:{{ redis }}@127.0.0.1:1/0"}
     run = _run_both(tmp_path, [play(tasks, module_defaults=defaults)], secrets)
