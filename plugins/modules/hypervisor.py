@@ -202,6 +202,27 @@ error:
   returned: failure
   type: dict
   sample: {"type": "Unavailable", "retryable": true, "retry_after": null, "details": {"attempts": 3}}
+resilience_spans:
+  description:
+    - Each provider call of the task, for the traces of the callback plugin
+      P(resilient.virt.resilience_summary#callback), which asks for them with its C(traces) option
+      (it sets C(RESILIENT_VIRT_RECORD_SPANS=true)); see docs/observability.md.
+    - Calls beyond the first 200 are only counted, in RV(resilience_spans.dropped).
+  returned: when the task's environment sets C(RESILIENT_VIRT_RECORD_SPANS=true)
+  type: dict
+  contains:
+    spans:
+      description:
+        - One dict per call - C(provider) (its key), C(operation), C(outcome) (C(ok) or the error
+          type), C(start) and C(end) (nanoseconds since the epoch), C(timeout), C(attempts),
+          C(retries), C(backoff_seconds), C(rate_limit_waits), C(rate_limit_seconds), C(refused),
+          C(breaker_state) - and its C(events) (attempts, waits, breaker refusal and changes of
+          state) as C([name, time, attributes]). No message, argument or URL.
+      type: list
+      elements: dict
+    dropped:
+      description: Calls left out beyond the first 200.
+      type: int
 resilience:
   description:
     - What the resilience layer did during the task, by provider key (C(<type>:<name>)), counted

@@ -1,5 +1,5 @@
 """The RETURN blocks that every module shares are the same text in each: the module base returns
-``ansible_facts``, ``error`` and ``resilience`` the same way for every module."""
+``ansible_facts``, ``error``, ``resilience_spans`` and ``resilience`` the same way for every module."""
 import ast
 import os
 import re
@@ -10,7 +10,7 @@ from ansible_collections.resilient.virt.plugins.plugin_utils._module_list import
 
 from paths import ROOT
 
-SHARED = ("ansible_facts", "error", "resilience")
+SHARED = ("ansible_facts", "error", "resilience_spans", "resilience")
 
 
 def returned_blocks(name):
