@@ -126,8 +126,8 @@ def main(argv=None):
           "%d, default resilience settings, load %.1f"
           % (options.rounds, options.keepalive[0], options.keepalive[1], os.getloadavg()[0]))
     for step in STEPS:
-        print("  %-7s median %6.2f s   max %6.2f s" % (step, statistics.median(took[step]),
-                                                      max(took[step])))
+        print("  %-7s median %6.2f s   max %6.2f s"
+              % (step, statistics.median(took[step]), max(took[step])))
 
 
 if __name__ == "__main__":
