@@ -39,6 +39,9 @@ Runs, one after the other, each in its own process:
 * ``bench_drain.py``: draining the lab's hv1 of 10 running VMs to hv2 with a
   resilient.virt.hypervisor task: its time, the guests' downtimes, and, sampled throughout by the
   bench's own libvirt connections, that no VM stopped and no hypervisor went over capacity.
+* ``bench_vmotion.py``: on a simulator it starts (two datastores), a running VM moved to another
+  ESXi host of its cluster, and with its files to the other datastore, by resilient.virt.vm_migrate
+  tasks next to community.vmware.vmware_vmotion tasks (CPU and wall per move).
 * ``bench_observability.py``: what the resilience_summary callback's metrics and traces cost per
   in-process task (spans sent to an OTLP/HTTP sink it runs), against the same tasks without the
   callback, as a difference and a ratio.
@@ -96,6 +99,8 @@ BENCHES = (
      "guest's downtime", "bench_migrate.py", [], ["--quick"]),
     ("drain", "Hypervisor drain: running VMs moved off a hypervisor, no VM stopped, no "
      "hypervisor over capacity", "bench_drain.py", [], ["--quick"]),
+    ("vmotion", "vMotion and storage vMotion on the simulator: vm_migrate vs "
+     "community.vmware.vmware_vmotion", "bench_vmotion.py", [], ["--quick"]),
     ("observability", "Metrics and traces: the summary callback's cost per task vs the same tasks "
      "without it", "bench_observability.py", [], ["--quick"]),
 )
