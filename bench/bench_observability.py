@@ -103,7 +103,7 @@ def _measure(args, workdir):
     sink = Sink()
     samples = dict(((case, size), {"wall": [], "cpu": []}) for case in CASES for size in playbooks)
     try:
-        for _ in range(args.repeats):
+        for _round in range(args.repeats):
             for size, path in playbooks.items():
                 for case in CASES:
                     wall, cpu, recap = runner.run(path, env=_env(case, workdir, sink))
@@ -157,7 +157,7 @@ def print_report(result):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--quick", action="store_true", help="fewer tasks and runs")
     parser.add_argument("--short", type=int, help="tasks of the short playbook (default 5)")
     parser.add_argument("--long", type=int, help="tasks of the long playbook (default 125, quick 45)")

@@ -164,7 +164,7 @@ def export(otel, calls, traceparent=None, playbook=None, service_name=None):
             if isinstance(record, dict):
                 records.append((task, record))
         dropped += _number(result.get("dropped")) or 0
-    times = [(_time(r.get("start")), _time(r.get("end"))) for _, r in records]
+    times = [(_time(r.get("start")), _time(r.get("end"))) for _task, r in records]
     times = [(start, end) for start, end in times if start and end and end >= start]
     if not times:
         return 0
@@ -179,12 +179,12 @@ def export(otel, calls, traceparent=None, playbook=None, service_name=None):
     if playbook:
         run_attributes["ansible.playbook"] = os.path.basename(str(playbook))
     run = tracer.start_span(RUN_SPAN, context=parent, attributes=run_attributes,
-                            start_time=min(start for start, _ in times))
+                            start_time=min(start for start, _end in times))
     context = trace.set_span_in_context(run)
     kinds = {"CLIENT": trace.SpanKind.CLIENT, "OK": trace.StatusCode.OK,
              "ERROR": trace.StatusCode.ERROR}
     sent = sum(1 for task, record in records if _call_span(tracer, context, record, task, kinds))
-    run.end(end_time=max(end for _, end in times))
+    run.end(end_time=max(end for _start, end in times))
     finished = memory.get_finished_spans()
     exporter = otel["OTLPSpanExporter"]()
     try:

@@ -105,7 +105,7 @@ def test_each_call_is_a_span_in_the_trace_of_the_play(tmp_path):
     ok, first, *refused = calls
     assert ok.name == "describe libvirt:otel-ok" and ok.span.status.code == STATUS_OK
     assert (ok.attributes["resilient_virt.outcome"], ok.attributes["resilient_virt.attempts"]) == ("ok", 1)
-    assert [name for name, _ in _events(ok)] == ["attempt"]
+    assert [name for name, _attrs in _events(ok)] == ["attempt"]
 
     assert first.name == "describe libvirt:otel-dead" and first.span.status.code == STATUS_ERROR
     assert (first.attributes["resilient_virt.outcome"], first.attributes["error.type"]) == ("Unavailable",) * 2
@@ -120,7 +120,8 @@ def test_each_call_is_a_span_in_the_trace_of_the_play(tmp_path):
         ("breaker_transition", {"from": "closed", "to": "open"}),
         ("attempt", {"number": 2, "outcome": "error", "error_type": "Unavailable",
                      "duration_seconds": _events(first)[3][1]["duration_seconds"]})]
-    times = [first.span.start_time_unix_nano] + [t for _, t, _ in first.events()] + [first.span.end_time_unix_nano]
+    times = [first.span.start_time_unix_nano] + [t for _name, t, _attrs in first.events()] + \
+        [first.span.end_time_unix_nano]
     assert times == sorted(times)
     for span in refused:
         assert span.span.status.code == STATUS_ERROR

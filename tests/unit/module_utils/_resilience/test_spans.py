@@ -80,7 +80,7 @@ def test_calls_beyond_the_limit_are_counted_not_kept(store, monkeypatch):
     monkeypatch.setattr(spans_module, "MAX_SPANS", 2)
     spans = SpanLog()
     policy = _policy(store, spans)
-    for _ in range(5):
+    for _call in range(5):
         policy.call(lambda: 1)
     assert (len(spans.result()["spans"]), spans.result()["dropped"]) == (2, 3)
 
