@@ -11,16 +11,18 @@ anything is contacted.
   ``10**30`` or ``1e308`` is refused here rather than by a provider's parser.
 
 ``*_problem`` functions return what is wrong (None when nothing is), for callers that list every
-problem at once; ``check_*`` raise InvalidSpec naming the field by its path.
+problem at once; ``check_*`` raise InvalidSpec naming the field by its path; :class:`Problems`
+gathers what several checks raise into one InvalidSpec.
 """
 import math
 import unicodedata
 
 from ansible_collections.resilient.virt.plugins.module_utils._convert import to_int
-from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
+from ansible_collections.resilient.virt.plugins.module_utils.errors import InvalidSpec, field_error, field_errors
 
 __all__ = ("MAX_NAME", "MAX_TEXT", "MAX_METADATA", "BOUNDS", "shown", "text_problem",
-           "check_text", "int_problem", "check_int", "metadata_problems", "spec_problems")
+           "check_text", "int_problem", "check_int", "metadata_problems", "spec_problems",
+           "Problems")
 
 MAX_NAME = 255  # characters of a name or key (platforms allow fewer: libvirt 247 bytes, vSphere 80)
 MAX_TEXT = 4096  # characters of a free text value (a metadata value, a reason)
@@ -164,3 +166,22 @@ def spec_problems(spec, prefix=""):
     if spec.get("metadata") is not None:
         problems.extend(metadata_problems(spec["metadata"], _path(prefix, "metadata")))
     return problems
+
+
+class Problems(list):
+    """The problems found in a task's options (``{"path", "message"}`` dicts), raised together
+    as one InvalidSpec by :meth:`raise_any`."""
+
+    def check(self, path, test):
+        """``test()``, or None with its problems kept when it raises InvalidSpec (under ``path``
+        when it names none)."""
+        try:
+            return test()
+        except InvalidSpec as err:
+            self.extend((err.details or {}).get("errors") or [{"path": path, "message": err.message}])
+        return None
+
+    def raise_any(self):
+        """Raise one InvalidSpec listing every problem, if there is any."""
+        if self:
+            raise field_errors(list(self))

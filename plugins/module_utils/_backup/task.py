@@ -16,10 +16,10 @@ from ansible_collections.resilient.virt.plugins.module_utils._backup.phases impo
     COMPLETED, FINAL, PARTIALLY_FAILED, PHASES, check_transition)
 from ansible_collections.resilient.virt.plugins.module_utils._convert import parse_duration
 from ansible_collections.resilient.virt.plugins.module_utils._input import (
-    check_int, check_text, shown)
+    Problems, check_int, check_text, shown)
 from ansible_collections.resilient.virt.plugins.module_utils._state.store import open_store
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    Conflict, InvalidSpec, NotFound, Timeout, VirtError, field_error, field_errors)
+    Conflict, NotFound, Timeout, VirtError, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import provider_key
 
 __all__ = ("run_backup", "run_backup_status", "ledger_of")
@@ -58,14 +58,8 @@ def _attach(err, **result):
 def _check_params(params, status):
     """Every option of a backup (``status`` False) or backup_status task that can be checked
     alone, before the store or a provider is reached; one InvalidSpec listing every problem."""
-    problems = []
-
-    def check(path, test):
-        try:
-            test()
-        except InvalidSpec as err:
-            problems.extend((err.details or {}).get("errors") or [{"path": path, "message": err.message}])
-
+    problems = Problems()
+    check = problems.check
     check("timeout", lambda: _wait_timeout(params))
     for field in ("vm",) + (() if status else ("target",)):
         if params.get(field) is not None:
@@ -80,8 +74,7 @@ def _check_params(params, status):
                                  "use %s" % (shown(phase), ", ".join(PHASES))})
     elif params["keep_last"] is not None:
         check("keep_last", lambda: check_int(params["keep_last"], "keep_last"))
-    if problems:
-        raise field_errors(problems)
+    problems.raise_any()
 
 
 def run_backup(params, ctx):

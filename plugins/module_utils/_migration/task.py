@@ -17,7 +17,7 @@ import time
 from ansible_collections.resilient.virt.plugins.module_utils._convert import parse_duration
 from ansible_collections.resilient.virt.plugins.module_utils._failover.storage import (
     ReservationBook)
-from ansible_collections.resilient.virt.plugins.module_utils._input import check_int, check_text
+from ansible_collections.resilient.virt.plugins.module_utils._input import Problems, check_int, check_text
 from ansible_collections.resilient.virt.plugins.module_utils._migration import maintenance
 from ansible_collections.resilient.virt.plugins.module_utils._migration.drain import (
     run_moves, shown_move)
@@ -27,7 +27,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._migration.precheck
     fleet_check, prechecks, refusal)
 from ansible_collections.resilient.virt.plugins.module_utils._time import format_time
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    Conflict, InvalidSpec, NotFound, NotSupported, field_error, field_errors)
+    Conflict, NotFound, NotSupported, field_error, field_errors)
 
 __all__ = ("run_vm_migrate", "run_hypervisor", "check_params", "planned_mode")
 
@@ -38,16 +38,8 @@ MAX_PARALLEL = 16  # moves of one drain at a time
 
 def check_params(params):
     """The options as the task uses them; one InvalidSpec listing every problem."""
-    problems, checked = [], dict(params)
-
-    def check(path, test):
-        try:
-            return test()
-        except InvalidSpec as err:
-            problems.extend((err.details or {}).get("errors") or
-                            [{"path": path, "message": err.message}])
-        return None
-
+    problems, checked = Problems(), dict(params)
+    check = problems.check
     check("vm", lambda: check_text(params.get("vm"), "vm", what="a VM name"))
     target = params.get("target")
     if not isinstance(target, dict):
@@ -61,8 +53,7 @@ def check_params(params):
     if params.get("bandwidth_mib") is not None:
         checked["bandwidth_mib"] = check("bandwidth_mib", lambda: check_int(
             params["bandwidth_mib"], "bandwidth_mib", minimum=1, maximum=MAX_BANDWIDTH_MIB))
-    if problems:
-        raise field_errors(problems)
+    problems.raise_any()
     return checked
 
 
@@ -216,24 +207,19 @@ def _to_host(params, ctx, source):
 # -- hypervisor ---------------------------------------------------------------------------------
 def _hypervisor_params(params):
     """The hypervisor task's options as it uses them; one InvalidSpec listing every problem."""
-    problems, checked = [], dict(params)
+    problems, checked = Problems(), dict(params)
     checks = [("parallel", lambda: check_int(params["parallel"], "parallel", minimum=1,
                                              maximum=MAX_PARALLEL))]
     if params.get("name") is not None:
         checks.append(("name", lambda: check_text(params["name"], "name",
                                                   what="a hypervisor name")))
     for path, check in checks:
-        try:
-            check()
-        except InvalidSpec as err:
-            problems.extend((err.details or {}).get("errors") or
-                            [{"path": path, "message": err.message}])
+        problems.check(path, check)
     targets = params.get("targets")
     if targets is not None and not isinstance(targets, list):
         problems.append({"path": "targets", "message": "must be a list of providers (libvirt) "
                          "or host names (vSphere)"})
-    if problems:
-        raise field_errors(problems)
+    problems.raise_any()
     move = dict((key, params.get(key)) for key in ("timeout", "bandwidth_mib"))
     check_params(dict(move, vm="-", target="-"))  # the options each move takes, checked once
     return checked

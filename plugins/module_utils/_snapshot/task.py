@@ -12,12 +12,12 @@ every time it is asked for (reverting twice ends the same).
 import time
 
 from ansible_collections.resilient.virt.plugins.module_utils._convert import parse_duration, to_bool
-from ansible_collections.resilient.virt.plugins.module_utils._input import check_int, check_text, shown
+from ansible_collections.resilient.virt.plugins.module_utils._input import Problems, check_int, check_text, shown
 from ansible_collections.resilient.virt.plugins.module_utils._snapshot import marks
 from ansible_collections.resilient.virt.plugins.module_utils._snapshot.retention import to_prune
 from ansible_collections.resilient.virt.plugins.module_utils._time import format_time
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    Conflict, InvalidSpec, NotFound, NotSupported, field_error, field_errors)
+    Conflict, NotFound, NotSupported, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import (
     SNAPSHOT_CAPABILITIES, new_snapshot)
 
@@ -43,16 +43,8 @@ def check_params(params):
     """Every option that can be checked alone, before the provider is reached: the options as
     the task uses them (``quiesce`` a mode, ``max_age`` seconds); one InvalidSpec listing every
     problem."""
-    problems, checked = [], dict(params)
-
-    def check(path, test):
-        try:
-            return test()
-        except InvalidSpec as err:
-            problems.extend((err.details or {}).get("errors") or
-                            [{"path": path, "message": err.message}])
-        return None
-
+    problems, checked = Problems(), dict(params)
+    check = problems.check
     check("vm", lambda: check_text(params.get("vm"), "vm", what="a VM name"))
     check("name", lambda: check_text(params.get("name"), "name", what="a snapshot name"))
     checked["quiesce"] = check("quiesce", lambda: quiesce_mode(params.get("quiesce", False)))
@@ -71,8 +63,7 @@ def check_params(params):
         checked["max_age"] = check("max_age", lambda: parse_duration(params["max_age"], "max_age",
                                                                      minimum=1.0,
                                                                      maximum=MAX_AGE))
-    if problems:
-        raise field_errors(problems)
+    problems.raise_any()
     return checked
 
 
