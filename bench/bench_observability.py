@@ -1,7 +1,7 @@
 """What the resilience_summary callback's metrics and traces cost a task, against the same task
 without them, measured in one run.
 
-Four cases, each an ansible-playbook of in-process ``vm_info`` tasks describing one VM on
+Five cases, each an ansible-playbook of in-process ``vm_info`` tasks describing one VM on
 libvirt's test driver (``test:///default``, inside the client: the provider itself costs little,
 so the observability's share is as large as it gets), ``-f 1``, local connection, a SQLite state
 store of the case's own:
@@ -10,9 +10,12 @@ store of the case's own:
 * ``summary``: the callback enabled, neither metrics nor traces (its printed table only);
 * ``metrics``: ``metrics_file`` set: the run's totals added in the store and the file written at
   the end of the playbook;
+* ``metrics_recorded``: metrics, and every call recorded by its task (``RESILIENT_VIRT_RECORD_SPANS``
+  set as the ``traces`` option sets it) but no traces sent: what traces cost while the tasks run;
 * ``metrics_traces``: metrics and ``traces``: every call recorded by its task and sent at the end
   as a span, over OTLP/HTTP, to a sink of the bench's own (it answers 200 to every POST and
-  counts the spans' bytes; a real collector's own work is not measured).
+  counts the spans' bytes; a real collector's own work is not measured). Its CPU above
+  ``metrics_recorded`` is what building and sending the spans at the end costs, per task.
 
 Every case runs as a playbook of ``--short`` and of ``--long`` tasks, ``--repeats`` times, cases
 interleaved, the median kept. **Per task** (marginal): (long - short) / (long - short tasks), in
@@ -37,7 +40,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from bench_tasks import BenchError, Runner, print_targets, run_and_report
 
-CASES = ("off", "summary", "metrics", "metrics_traces")
+CASES = ("off", "summary", "metrics", "metrics_recorded", "metrics_traces")
 CALLBACK = "resilient.virt.resilience_summary"
 TARGET_MS = 2.0  # metrics and traces: CPU per task above off's
 
@@ -78,8 +81,10 @@ def _env(case, workdir, sink):
     if case == "off":
         return env
     env.update(ANSIBLE_CALLBACKS_ENABLED=CALLBACK, RESILIENT_VIRT_STATE_STORE=store)
-    if case in ("metrics", "metrics_traces"):
+    if case in ("metrics", "metrics_recorded", "metrics_traces"):
         env["RESILIENT_VIRT_SUMMARY_METRICS_FILE"] = os.path.join(workdir, case + ".prom")
+    if case == "metrics_recorded":
+        env["RESILIENT_VIRT_RECORD_SPANS"] = "true"
     if case == "metrics_traces":
         env.update(RESILIENT_VIRT_SUMMARY_TRACES="true", OTEL_EXPORTER_OTLP_ENDPOINT=sink.endpoint,
                    OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/protobuf")
