@@ -77,14 +77,16 @@ def test_a_failed_provider_is_an_answer_with_its_error_and_no_secret(store):
 
 
 def test_a_hung_provider_costs_its_timeout_not_more(store, silent):
+    # 3 s: room for the good provider's answer (a breaker update on a Redis Cluster among
+    # them) on a machine loaded by a whole suite
     began = time.monotonic()
     answers = {a["name"]: a for a in _scan({"hung": silent("hung"), "good": TEST}, store,
-                                           timeout=1.5)}
+                                           timeout=3.0)}
     took = time.monotonic() - began
-    assert 1.5 <= took < 1.5 + 2.0, took
-    assert answers["good"]["ok"]
+    assert 3.0 <= took < 3.0 + 2.0, took
+    assert answers["good"]["ok"], answers["good"]
     assert answers["hung"]["error"]["type"] == "Timeout", answers["hung"]
-    assert "1.5s" in answers["hung"]["error"]["message"]
+    assert "3s" in answers["hung"]["error"]["message"]
 
 
 def test_a_provider_cut_off_while_retrying_answers_with_the_error_it_retried(store):
