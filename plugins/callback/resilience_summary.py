@@ -141,7 +141,7 @@ from ansible_collections.resilient.virt.plugins.plugin_utils import _state_gauge
 from ansible_collections.resilient.virt.plugins.plugin_utils._metric_totals import add_run, coverage_of
 from ansible_collections.resilient.virt.plugins.plugin_utils._metrics import (
     MissingClient, client, exposition, families, push, write_textfile)
-from ansible_collections.resilient.virt.plugins.plugin_utils._traces import MissingSdk, export, sdk, task_of
+from ansible_collections.resilient.virt.plugins.plugin_utils._traces import MissingSdk, check, export, sdk, task_of
 
 RESULT_KEY = "resilience"
 SPANS_KEY = "resilience_spans"
@@ -186,20 +186,21 @@ class CallbackModule(CallbackBase):
         super().__init__(display=display, options=options)
         self.totals = {}  # provider key -> the entries added up, plus "tasks" and "state"
         self.coverage = {}  # creator -> the coverage of its last failover_reservation run
-        self.otel = None  # the OpenTelemetry SDK's pieces, when traces are sent
+        self.traces = False  # traces asked for, and the SDK is there to send them
         self.calls = []  # (task attributes, resilience_spans result) of every task and loop item
         self.playbook = None
         self.play = ""
 
     def set_options(self, task_keys=None, var_options=None, direct=None):
         super().set_options(task_keys=task_keys, var_options=var_options, direct=direct)
-        if not self.get_option("traces") or self.otel is not None:
+        if not self.get_option("traces") or self.traces:
             return
         try:
-            self.otel = sdk()
+            check()
         except MissingSdk as exc:
             self._warn("resilience_summary: no traces are sent: %s" % exc)
             return
+        self.traces = True
         os.environ[RECORD_ENV] = "true"  # read by every task (workers and module processes)
 
     def _add_spans(self, result):
@@ -252,12 +253,12 @@ class CallbackModule(CallbackBase):
     def v2_runner_on_ok(self, result):
         self._add(result._result)
         self._add_coverage(result)
-        if self.otel is not None:
+        if self.traces:
             self._add_spans(result)
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         self._add(result._result)
-        if self.otel is not None:
+        if self.traces:
             self._add_spans(result)
 
     def v2_playbook_on_stats(self, stats):
@@ -269,13 +270,15 @@ class CallbackModule(CallbackBase):
         path, gateway = self.get_option("metrics_file"), self.get_option("pushgateway_url")
         if path or gateway:
             self._publish(path, gateway)
-        if self.otel is not None and self.calls:
+        if self.traces and self.calls:
             self._send_traces()
 
     def _send_traces(self):
         try:
-            export(self.otel, self.calls, traceparent=self.get_option("traceparent"),
+            export(sdk(), self.calls, traceparent=self.get_option("traceparent"),
                    playbook=self.playbook, service_name=os.environ.get("OTEL_SERVICE_NAME"))
+        except MissingSdk as exc:
+            self._warn("resilience_summary: no traces are sent: %s" % exc)
         except Exception as exc:  # noqa: BLE001 - a collector that fails never fails the play
             self._warn("resilience_summary: the traces could not be sent (%s: %s); check "
                        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT"

@@ -10,10 +10,12 @@ that community.general.opentelemetry honours too, so that both land in the same 
 under it one span per provider call, with its events. They are sent over OTLP/HTTP (protobuf),
 :data:`BATCH` spans a request, configured by the SDK's own ``OTEL_EXPORTER_OTLP_*`` variables.
 
-:func:`sdk` imports the SDK, only when traces are asked for. Every value put on a span is
+:func:`check` finds the SDK without importing it; :func:`sdk` imports it, only when traces are
+sent. Every value put on a span is
 checked here: numbers, the code's operation names, error types and breaker states, the provider
 key, the task's name with its secrets masked; anything else in a record is left out.
 """
+import importlib.util
 import os
 
 from ansible_collections.resilient.virt.plugins.module_utils._masking import scrub, secret_values
@@ -23,12 +25,13 @@ from ansible_collections.resilient.virt.plugins.module_utils._resilience.stats i
     OTHER, OUTCOMES, operation_label)
 from ansible_collections.resilient.virt.plugins.plugin_utils._metrics import provider_labels
 
-__all__ = ("sdk", "MissingSdk", "export", "task_of", "RUN_SPAN", "PROTOCOLS")
+__all__ = ("check", "sdk", "MissingSdk", "export", "task_of", "RUN_SPAN", "PROTOCOLS")
 
 RUN_SPAN = "resilient.virt provider calls"
 PROTOCOLS = ("http/protobuf",)
 SCOPE = "resilient.virt"
 BATCH = 1000  # spans per OTLP request, far below the exporter's size limit (64 MiB)
+_MODULES = ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter")
 _STATES = ("closed", "open", "half_open")
 _ATTEMPT_OUTCOMES = ("ok", "error", "timeout")
 _COUNTS = (  # (record field, span attribute)
@@ -44,10 +47,29 @@ class MissingSdk(Exception):
     """The OpenTelemetry SDK or its OTLP/HTTP exporter cannot be used."""
 
 
-def sdk(environ=None):
-    """The OpenTelemetry pieces used here, imported now; MissingSdk when a library is absent or
-    the OTLP protocol asked for is not OTLP/HTTP with protobuf."""
+def _missing(reason):
+    return MissingSdk("the Python libraries opentelemetry-sdk and "
+                      "opentelemetry-exporter-otlp-proto-http are not installed for the "
+                      "controller's Python (%s); install them (pip install opentelemetry-sdk "
+                      "opentelemetry-exporter-otlp-proto-http)" % reason)
+
+
+def check(environ=None):
+    """Raise the MissingSdk that :func:`sdk` would raise, without importing the SDK: the
+    callback checks at the start of a playbook and imports at its end, so that the workers
+    Ansible forks for the tasks in between are not forked from a process that holds it."""
     environ = os.environ if environ is None else environ
+    _check_protocol(environ)
+    for name in _MODULES:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError) as exc:
+            raise _missing(exc) from exc
+        if not found:
+            raise _missing("no module named %r" % name)
+
+
+def _check_protocol(environ):
     for variable in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
         protocol = environ.get(variable)
         if protocol:
@@ -56,6 +78,12 @@ def sdk(environ=None):
                                  "http/protobuf and point the endpoint at the collector's OTLP/HTTP "
                                  "port (4318)" % (variable, protocol))
             break
+
+
+def sdk(environ=None):
+    """The OpenTelemetry pieces used here, imported now; MissingSdk when a library is absent or
+    the OTLP protocol asked for is not OTLP/HTTP with protobuf."""
+    _check_protocol(os.environ if environ is None else environ)
     try:
         from opentelemetry import trace
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -65,10 +93,7 @@ def sdk(environ=None):
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
     except ImportError as exc:
-        raise MissingSdk("the Python libraries opentelemetry-sdk and "
-                         "opentelemetry-exporter-otlp-proto-http are not installed for the "
-                         "controller's Python (%s); install them (pip install opentelemetry-sdk "
-                         "opentelemetry-exporter-otlp-proto-http)" % exc) from exc
+        raise _missing(exc) from exc
     return dict(trace=trace, OTLPSpanExporter=OTLPSpanExporter, Resource=Resource,
                 TracerProvider=TracerProvider, SimpleSpanProcessor=SimpleSpanProcessor,
                 SpanExportResult=SpanExportResult, InMemorySpanExporter=InMemorySpanExporter,

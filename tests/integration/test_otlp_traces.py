@@ -137,3 +137,41 @@ def test_each_call_is_a_span_in_the_trace_of_the_play(tmp_path):
         assert forbidden.encode() not in sent, forbidden
     assert SECRET not in run.output and all(SECRET.encode() not in body for body in receiver.bodies)
     assert os.path.basename(run_span.attributes["ansible.playbook"]) == "traced.yml"
+
+
+# an action of the test's own, run in the worker Ansible forks for its task: which OpenTelemetry
+# SDK modules that worker holds, that is, what the controller had imported when it forked it
+SDK_PROBE = '''
+import sys
+from ansible.plugins.action import ActionBase
+
+
+class ActionModule(ActionBase):
+    def run(self, tmp=None, task_vars=None):
+        return {"sdk_modules": sorted(m for m in sys.modules if m.startswith("opentelemetry.sdk"))}
+'''
+
+
+def test_the_tasks_run_in_workers_forked_before_the_sdk_is_imported(tmp_path):
+    (tmp_path / "action_plugins").mkdir()
+    (tmp_path / "action_plugins" / "sdk_probe.py").write_text(SDK_PROBE)
+    receiver = Receiver()
+    try:
+        env = {"ANSIBLE_CALLBACKS_ENABLED": "resilient.virt.resilience_summary",
+               "RESILIENT_VIRT_SUMMARY_TRACES": "true",
+               "RESILIENT_VIRT_STATE_STORE": "sqlite://%s" % (tmp_path / "state.db"),
+               "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}
+        tasks = [{"name": "healthy", "resilient.virt.vm_info": {
+                     "provider": {"type": "libvirt", "name": "otel-ok", "uri": "test:///default"},
+                     "name": "test"}},
+                 {"name": "probe", "sdk_probe": {}}]
+        run = run_playbook(tmp_path, [play(tasks)], env=env, name="probed",
+                           shown_with="ansible.builtin.minimal")
+    finally:
+        receiver.stop()
+    assert run.rc == 0, run.describe()
+    # at most the package found by the check at the start (empty), none of its modules
+    assert set(run.task("probe")["sdk_modules"]) <= {"opentelemetry.sdk"}, run.task("probe").result
+    # and the spans are sent all the same, the SDK imported at the end
+    assert sorted(span.name for span in receiver.spans if span.scope == SCOPE) == sorted(
+        ["describe libvirt:otel-ok", RUN_SPAN])

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from ansible_collections.resilient.virt.plugins.plugin_utils._traces import MissingSdk, sdk, task_of
+from ansible_collections.resilient.virt.plugins.plugin_utils._traces import MissingSdk, check, sdk, task_of
 
 DEFAULT_PATH = (
     "ansible_collections.resilient.virt.plugins.callback.resilience_summary",
@@ -43,9 +43,10 @@ def test_the_task_name_is_that_of_community_general_opentelemetry_without_secret
 
 
 @pytest.mark.parametrize("variable", ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"])
-def test_a_protocol_other_than_otlp_http_is_refused_by_name(variable):
+@pytest.mark.parametrize("function", [check, sdk])
+def test_a_protocol_other_than_otlp_http_is_refused_by_name(variable, function):
     with pytest.raises(MissingSdk, match=variable + "=grpc: .*http/protobuf"):
-        sdk({variable: "grpc"})
+        function({variable: "grpc"})
 
 
 def test_the_traces_protocol_wins_over_the_general_one():
@@ -53,8 +54,19 @@ def test_the_traces_protocol_wins_over_the_general_one():
     assert otel["OTLPSpanExporter"].__module__.startswith("opentelemetry.exporter.otlp.proto.http")
 
 
-def test_without_the_sdk_the_callback_is_told_what_to_install(monkeypatch):
+@pytest.mark.parametrize("function", [check, sdk])
+def test_without_the_sdk_the_callback_is_told_what_to_install(monkeypatch, function):
     for name in ["opentelemetry.sdk"] + [m for m in sys.modules if m.startswith("opentelemetry.sdk.")]:
         monkeypatch.setitem(sys.modules, name, None)  # as if it were not installed
     with pytest.raises(MissingSdk, match="pip install opentelemetry-sdk opentelemetry-exporter-otlp-proto-http"):
-        sdk({})
+        function({})
+
+
+def test_the_check_finds_the_sdk_without_importing_it():
+    code = ("import json, sys\n"
+            "from ansible_collections.resilient.virt.plugins.plugin_utils._traces import check\n"
+            "check({})\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('opentelemetry.sdk.'))))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={"PYTHONPATH": ":".join(sys.path)})
+    assert json.loads(proc.stdout) == []
