@@ -19,8 +19,9 @@ store of the case's own:
 
 Every case runs as a playbook of ``--short`` and of ``--long`` tasks, ``--repeats`` times, cases
 interleaved (their order reversed every other round), the median kept. **Per task** (marginal):
-(long - short) / (long - short tasks), in wall time and in CPU time (user + system of ansible-playbook and every process it waited for,
-which moves far less than the wall time when other programs load the machine). A case's **cost
+(long - short) / (long - short tasks), in wall time and in CPU time (user + system of
+ansible-playbook and every process it waited for, which moves far less than the wall time when
+other programs load the machine). A case's **cost
 per task** is its per task figure minus ``off``'s, and its **ratio** its per task figure over
 ``off``'s. The **one-time** cost of a case is what its short playbook takes above ``off``'s beyond
 that per task cost (the store read, the file written, the OpenTelemetry SDK imported and the spans
