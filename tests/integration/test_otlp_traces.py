@@ -161,9 +161,8 @@ def test_the_tasks_run_in_workers_forked_before_the_sdk_is_imported(tmp_path):
                "RESILIENT_VIRT_SUMMARY_TRACES": "true",
                "RESILIENT_VIRT_STATE_STORE": "sqlite://%s" % (tmp_path / "state.db"),
                "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}
-        tasks = [{"name": "healthy", "resilient.virt.vm_info": {
-                     "provider": {"type": "libvirt", "name": "otel-ok", "uri": "test:///default"},
-                     "name": "test"}},
+        provider = {"type": "libvirt", "name": "otel-ok", "uri": "test:///default"}
+        tasks = [{"name": "healthy", "resilient.virt.vm_info": {"provider": provider, "name": "test"}},
                  {"name": "probe", "sdk_probe": {}}]
         run = run_playbook(tmp_path, [play(tasks)], env=env, name="probed",
                            shown_with="ansible.builtin.minimal")
