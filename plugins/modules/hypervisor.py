@@ -4,7 +4,7 @@
 
 DOCUMENTATION = r"""
 module: hypervisor
-short_description: Drain a hypervisor into maintenance, or bring it back
+short_description: Drain a hypervisor into maintenance, fence a failed one, or bring it back
 version_added: 0.4.0
 description:
   - "O(state=maintenance) drains the hypervisor O(name) of O(provider): it plans where each of
@@ -20,21 +20,63 @@ description:
   - "While a hypervisor is in maintenance, M(resilient.virt.vm) and M(resilient.virt.vm_fleet)
     create no VM on it, M(resilient.virt.failover_reservation) places no reservation on it, moves
     to it are refused, and the P(resilient.virt.hypervisors#inventory) inventory shows it."
-  - O(state=active) ends the maintenance. Both are idempotent.
+  - "O(state=fenced) is the confirm and fence step of hands-off recovery (docs/ha.md): the
+    hypervisor must stay unreachable for O(grace) seconds from O(unreachable_since) (else from
+    the task's start), checked every O(confirm_interval) seconds on a new connection of the task's
+    own (not the event source's), and once more after the grace. One check that answers ends
+    the task with nothing done (a flap, RV(hypervisor.reachable) true). Then the fence agent of
+    O(fencing) must prove it off; when it cannot, the task fails with the agent's reason and
+    nothing is marked - a hypervisor that cannot be fenced is never recovered automatically.
+    A fenced hypervisor is marked fenced in the state store: the modules that place VMs and
+    reservations treat it as they treat one in maintenance."
+  - O(state=active) ends the maintenance, and the fenced mark (after repair). All three are
+    idempotent - a hypervisor already marked fenced is checked once and not fenced again.
 author:
   - resilient.virt developers (!UNKNOWN)
 options:
   name:
     description:
       - The hypervisor - an ESXi host of O(provider) (vSphere); may be left out when the
-        provider is one host (libvirt).
+        provider is one host (libvirt; with O(state=fenced), when the provider has a C(name)).
     type: str
   state:
     description:
-      - V(maintenance) drains it and marks it; V(active) ends its maintenance (moves nothing back).
+      - V(maintenance) drains it and marks it; V(fenced) confirms it unreachable, fences it and
+        marks it fenced; V(active) ends its maintenance or fenced mark (moves nothing back).
     type: str
-    choices: [maintenance, active]
+    choices: [maintenance, active, fenced]
     default: maintenance
+  fencing:
+    description:
+      - "O(state=fenced) (required) - the fence agent's settings: C(type), the agent
+        (V(redfish) built in, or a plugin's, such as the lab's V(lab_only_power)), and its own
+        settings; for V(redfish) - C(address), C(username), C(password), C(system), C(ca_path),
+        C(validate_certs) (docs/ha.md)."
+      - The values of settings whose names say secret (C(password), C(token), C(secret) ...) are
+        kept out of results, logs and the state store.
+    type: dict
+  grace:
+    description:
+      - O(state=fenced) - seconds the hypervisor must stay unreachable, counted from
+        O(unreachable_since), else from the task's start, before it is fenced; 0 fences after
+        one failed check.
+    type: raw
+    default: 30
+  confirm_interval:
+    description:
+      - O(state=fenced) - seconds between two checks during the grace.
+    type: raw
+    default: 5
+  unreachable_since:
+    description:
+      - O(state=fenced) - when the hypervisor was first seen unreachable (RFC 3339), such as the
+        C(since) of the C(hypervisor_unreachable) event of the C(resilient.virt.hypervisor_events) event source.
+    type: str
+  fence_timeout:
+    description:
+      - O(state=fenced) - seconds the fence agent has to power the hypervisor off and prove it.
+    type: raw
+    default: 60
   targets:
     description:
       - "Where the VMs may go. libvirt - other providers (names of O(providers), keys or dicts);
@@ -73,7 +115,10 @@ extends_documentation_fragment:
   - resilient.virt.resilience
 attributes:
   check_mode:
-    description: Plans the drain (RV(drain.planned), RV(drain.left)) without moving or marking anything.
+    description:
+      - Plans the drain (RV(drain.planned), RV(drain.left)) without moving or marking anything.
+      - O(state=fenced) - waits out the grace and checks as usual, then says what it would do in
+        RV(hypervisor.reason), fencing and marking nothing.
   diff_mode:
     support: none
     description: Shows the plan in RV(drain) instead.
@@ -132,6 +177,26 @@ EXAMPLES = r"""
     state: maintenance
   check_mode: true
 
+- name: >-
+    Fence hv1 once it has been unreachable for the grace (from the event's since, when a
+    rulebook passes it) - hv1 answers here, so nothing is fenced: a flap
+  resilient.virt.hypervisor:
+    provider: hv1
+    state: fenced
+    unreachable_since: "{{ ansible_eda.event.since | default(omit) }}"
+    grace: 3
+    confirm_interval: 1
+    fencing:
+      type: redfish
+      address: https://hv1-bmc.example.com
+      username: fence
+      password: "{{ bmc_password | default('change-me') }}"
+  register: fenced
+
+- name: Fenced, or why not
+  ansible.builtin.debug:
+    msg: "fenced={{ fenced.hypervisor.fenced }}: {{ fenced.hypervisor.reason }}"
+
 - name: Remove the VM
   resilient.virt.vm:
     provider: hv2
@@ -141,9 +206,58 @@ EXAMPLES = r"""
 
 RETURN = r"""
 hypervisor:
-  description: The hypervisor - C(provider) (its key), C(name) and the C(state) asked for.
+  description:
+    - The hypervisor - C(provider) (its key), C(name) and the C(state) asked for; with
+      O(state=fenced) also what the checks found and what was done, on failure too.
   returned: always, except when the options were refused
   type: dict
+  contains:
+    provider:
+      description: The provider's key (C(<type>:<name>)).
+      type: str
+    name:
+      description: The hypervisor's name.
+      type: str
+    state:
+      description: The state asked for.
+      type: str
+    fenced:
+      description: O(state=fenced) - true when the hypervisor is fenced (now or already marked so).
+      type: bool
+      returned: when O(state=fenced)
+    reachable:
+      description:
+        - O(state=fenced) - what the last check found - true when the hypervisor answered (a
+          flap - nothing fenced), false when it did not.
+      type: bool
+      returned: when O(state=fenced)
+    reason:
+      description: O(state=fenced) - what was found and done, or why nothing was.
+      type: str
+      returned: when O(state=fenced)
+      sample: "reachable again at 2026-11-29T13:40:02Z; a flap, nothing fenced"
+    unreachable_since:
+      description: O(state=fenced) - where the grace was counted from (RFC 3339, UTC).
+      type: str
+      returned: when O(state=fenced)
+    checked_at:
+      description: O(state=fenced) - when the last check ended (RFC 3339, UTC).
+      type: str
+      returned: when O(state=fenced)
+    checks:
+      description: O(state=fenced) - how many checks the task made.
+      type: int
+      returned: when O(state=fenced)
+fence:
+  description:
+    - O(state=fenced) - the fence agent's answer - C(agent) (the fencing type), C(fenced) (true
+      only when it proved the hypervisor off), C(action), C(evidence), C(reason) (why not) and
+      C(at) (RFC 3339, UTC); for a hypervisor already fenced, the answer its mark records. Null
+      when nothing was fenced (a flap, check mode). No secret of O(fencing) is in it.
+  returned: when O(state=fenced), on failure too
+  type: dict
+  sample: {"agent": "redfish", "fenced": true, "action": "ForceOff", "reason": null,
+           "evidence": "PowerState Off read back from /redfish/v1/Systems/1", "at": "2026-11-29T13:40:05Z"}
 drain:
   description:
     - The drain (O(state=maintenance)) - on failure too, in the failed result.
@@ -285,7 +399,12 @@ from ansible_collections.resilient.virt.plugins.module_utils._migration.task imp
 class HypervisorModule(ResilientModule):
     argument_spec = dict(
         name=dict(type="str"),
-        state=dict(type="str", choices=["maintenance", "active"], default="maintenance"),
+        state=dict(type="str", choices=["maintenance", "active", "fenced"], default="maintenance"),
+        fencing=dict(type="dict"),
+        grace=dict(type="raw", default=30),
+        confirm_interval=dict(type="raw", default=5),
+        unreachable_since=dict(type="str"),
+        fence_timeout=dict(type="raw", default=60),
         targets=dict(type="list", elements="raw"),
         parallel=dict(type="int", default=2),
         stopped_vms=dict(type="str", choices=["leave", "move"], default="leave"),

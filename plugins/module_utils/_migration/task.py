@@ -10,7 +10,7 @@ between two providers of a backend with ``migrate_to`` (libvirt: one provider pe
 between the hosts of one provider with ``migrate`` (vSphere). Check mode stops before the move
 and shows the plan. A drain (``hypervisor``, ``state: maintenance``) plans every VM's move
 (``drain_plan.py``), makes each one as ``vm_migrate`` does (``drain.py``) and marks the
-hypervisor (``maintenance.py``) only when none is left.
+hypervisor (``maintenance.py``) only when none is left; ``state: fenced`` is ``fence_step.py``.
 """
 import time
 
@@ -23,6 +23,8 @@ from ansible_collections.resilient.virt.plugins.module_utils._migration.drain im
     run_moves, shown_move)
 from ansible_collections.resilient.virt.plugins.module_utils._migration.drain_plan import (
     Candidate, plan_drain)
+from ansible_collections.resilient.virt.plugins.module_utils._migration.fence_step import (
+    run_fenced)
 from ansible_collections.resilient.virt.plugins.module_utils._migration.prechecks import (
     fleet_check, prechecks, refusal)
 from ansible_collections.resilient.virt.plugins.module_utils._time import format_time
@@ -278,9 +280,12 @@ def _candidates(params, ctx, source, drained, marks):
 
 
 def run_hypervisor(params, ctx):
-    """The hypervisor task's result: drain and mark (``state: maintenance``), or end the
-    maintenance (``state: active``)."""
+    """The hypervisor task's result: drain and mark (``state: maintenance``), end the
+    maintenance and the fenced mark (``state: active``), or confirm, fence and mark
+    (``state: fenced``, ``fence_step.py``)."""
     params = _hypervisor_params(params)
+    if params["state"] == "fenced":
+        return run_fenced(params, ctx)
     source = ctx.open_provider()
     drained, whole = _drained(source, params.get("name"))
     name = drained["name"]
