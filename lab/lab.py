@@ -5,7 +5,9 @@ Every hypervisor ``hvN`` lives in ``<run-dir>/hvN`` with its own ``run``, ``etc`
 and ``cache`` directories, bind-mounted over ``/run``, ``/etc/libvirt``, ``/var/lib/libvirt``,
 ``/var/log/libvirt`` and ``/var/cache/libvirt`` inside a private mount namespace. From outside it
 answers at ``qemu+unix:///system?socket=<run-dir>/hvN/run/libvirt/libvirt-sock``. Each has the
-storage pools of :data:`POOLS` (directory pools, active and autostarted).
+storage pools of :data:`POOLS` (directory pools, active and autostarted), among them ``shared``:
+``<run-dir>/shared``, mounted at :data:`SHARED_TARGET` in every hypervisor, the lab's shared
+storage (a disk there has the same path everywhere, so its VM can run on any hypervisor).
 
 Use it from Python (``Lab(run_dir).up(3)``) or from the command line (``lab.py up``).
 Needs root and the Debian packages that ``lab/install-deps.sh`` installs.
@@ -64,10 +66,15 @@ CONF_SETTINGS = {
     "virtlogd.conf": {"log_outputs": '"3:file:/var/log/libvirt/virtlogd.log"'},
 }
 # Directory pools of every hypervisor (name, target inside its namespace): ``default`` as on a
-# normal host, ``backups`` where the libvirt backend stores backups (provider.backup_pool).
-POOLS = (("default", "/var/lib/libvirt/images"), ("backups", "/var/lib/libvirt/backups"))
+# normal host, ``backups`` where the libvirt backend stores backups (provider.backup_pool),
+# ``shared`` on the lab's shared storage (SHARED_TARGET).
+SHARED_TARGET = "/var/lib/libvirt/shared"
+POOLS = (("default", "/var/lib/libvirt/images"), ("backups", "/var/lib/libvirt/backups"),
+         ("shared", SHARED_TARGET))
 HVINIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hvinit.py")
-# Mount the private directories, then hand over to hvinit.py, which starts virtlogd and libvirtd.
+# Mount the private directories and the lab's shared storage (the same directory at the same path
+# in every hypervisor, as NFS or a cluster filesystem gives a real fleet), then hand over to
+# hvinit.py, which starts virtlogd and libvirtd.
 NEW_NAMESPACE_SCRIPT = (
     "set -e\n"
     'mount --bind "$1" /run\n'
@@ -75,8 +82,10 @@ NEW_NAMESPACE_SCRIPT = (
     'mount --bind "$3" /var/lib/libvirt\n'
     'mount --bind "$4" /var/log/libvirt\n'
     'mount --bind "$5" /var/cache/libvirt\n'
+    'mkdir -p "$6"\n'
+    'mount --bind "$7" "$6"\n'
     "mkdir -p /run/libvirt\n"
-    'exec "$6" "$7"\n'
+    'exec "$8" "$9"\n'
 )
 
 
@@ -161,6 +170,7 @@ class Hypervisor:
         self.name = name
         self.index = int(match.group(1))
         self.dir = os.path.join(run_dir, name)
+        self.shared = os.path.join(run_dir, "shared")  # at SHARED_TARGET in every hypervisor
         self.az = "az%d" % ((self.index - 1) % AZ_COUNT + 1)
 
     def path(self, *parts):
@@ -189,6 +199,7 @@ class Hypervisor:
             "uri": self.uri,
             "socket": self.socket,
             "dir": self.dir,
+            "shared": self.shared,
             "pid_files": {d: self.pid_file(d) for d in ("libvirtd", "virtlogd", "hvinit")},
             "logs": {
                 "libvirtd": self.log_file("libvirtd"),
@@ -278,7 +289,9 @@ class Hypervisor:
         holder = pids["libvirtd"] or pids["virtlogd"]
         if holder is None:
             _clear_dir(self.path("run"))  # like /run after a reboot: no stale sockets or pids
-            args = [self.path(sub) for mount_point, sub in MOUNTS] + [sys.executable, HVINIT]
+            os.makedirs(self.shared, exist_ok=True)
+            args = [self.path(sub) for mount_point, sub in MOUNTS] + [
+                SHARED_TARGET, self.shared, sys.executable, HVINIT]
             cmds = [["unshare", "-m", "--propagation", "private",
                      "sh", "-c", NEW_NAMESPACE_SCRIPT, "sh"] + args]
         else:  # hvinit was killed but a daemon lives on: start the other one in its namespace
@@ -319,10 +332,23 @@ class Hypervisor:
                        % (self.name, self.uri, last, self.log_file("libvirtd"),
                           self.log_file("start")))
 
+    def shared_mounted(self):
+        """True when libvirtd's namespace has the lab's shared storage at SHARED_TARGET."""
+        pid = self.daemon_pid("libvirtd")
+        try:
+            with open("/proc/%d/mountinfo" % pid) as handle:
+                return any(line.split()[4] == SHARED_TARGET for line in handle)
+        except (OSError, TypeError):
+            return False
+
     def ensure_pools(self):
         """Define, build, start and autostart the pools of :data:`POOLS` that need it
         (idempotent: a pool already active and autostarted is left alone)."""
         import libvirt
+
+        if not self.shared_mounted():
+            raise LabError("%s has no shared storage at %s: it was started by an older lab.py; "
+                           "restart it (lab.py down, then lab.py up)" % (self.name, SHARED_TARGET))
 
         libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
         try:

@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import threading
 import uuid
+import xml.etree.ElementTree as ET
 
 import libvirt
 import pvesim
@@ -113,6 +114,49 @@ def test_hypervisors_are_independent(lab, domain_xml):
     finally:
         dom.undefine()
         conn.close()
+
+
+def _with_disk(domain_xml, name, path):
+    """``domain_xml(name)`` with a qcow2 disk at ``path``."""
+    domain = ET.fromstring(domain_xml(name))
+    disk = ET.SubElement(domain.find("devices"), "disk", type="file", device="disk")
+    ET.SubElement(disk, "driver", name="qemu", type="qcow2")
+    ET.SubElement(disk, "source", file=path)
+    ET.SubElement(disk, "target", dev="vda", bus="virtio")
+    return ET.tostring(domain, encoding="unicode")
+
+
+def test_a_disk_on_shared_storage_is_the_same_file_on_every_hypervisor(lab, domain_xml):
+    name = _unique("lab-shared")
+    volume = ET.Element("volume")
+    ET.SubElement(volume, "name").text = name + ".qcow2"
+    ET.SubElement(volume, "capacity", unit="MiB").text = "16"
+    ET.SubElement(ET.SubElement(volume, "target"), "format", type="qcow2")
+    first, second = _open(lab, "hv1"), _open(lab, "hv2")
+    vol = first.storagePoolLookupByName("shared").createXML(ET.tostring(volume, encoding="unicode"))
+    path = vol.path()
+    try:
+        # the test's own view: one file of the lab's run directory, under the same path in both
+        on_host = os.path.join(lab.run_dir, "shared", name + ".qcow2")
+        assert os.path.isfile(on_host)
+        pool = second.storagePoolLookupByName("shared")
+        pool.refresh(0)
+        assert pool.storageVolLookupByName(name + ".qcow2").path() == path
+        # the VM runs on hv1, then, stopped there, on hv2 from the same disk
+        xml = _with_disk(domain_xml, name, path)
+        first.createXML(xml).destroy()
+        dom = second.createXML(xml)
+        try:
+            assert dom.state()[0] == libvirt.VIR_DOMAIN_RUNNING
+            assert len(lab.hypervisor("hv2").qemu_pids()) == 1
+            assert lab.hypervisor("hv1").qemu_pids() == []
+        finally:
+            dom.destroy()
+    finally:
+        vol.delete(0)
+        first.close()
+        second.close()
+    assert not os.path.exists(on_host)
 
 
 @pytest.mark.parametrize("name", ["hv1", "hv2", "hv3"])
