@@ -161,16 +161,19 @@ def test_half_open_admits_at_most_max_probes(store):
 
 
 def test_probe_lease_expiry_frees_the_slot(store):
+    lease = 4.0  # room to see the slot held on a loaded machine
     breaker = CircuitBreaker(store, "p:lease", failure_threshold=1, reset_timeout=0.1,
-                             probe_lease=2.0)
+                             probe_lease=lease)
     _fail(breaker)
     _wait_half_open(breaker)
+    # the lease starts at the store's time of the update inside before_call(): between these two
     leased_at = breaker.store.now()
     breaker.before_call()  # this probe's process "dies": no outcome ever comes
+    leased_by = breaker.store.now()
     with pytest.raises(BreakerOpen):
         breaker.before_call()
-    assert breaker.store.now() < leased_at + 2.0, "too slow to see the slot held: rerun"
-    time.sleep(max(0.0, leased_at + 2.0 - breaker.store.now()) + 0.05)
+    assert breaker.store.now() < leased_at + lease, "too slow to see the slot held: rerun"
+    time.sleep(max(0.0, leased_by + lease - breaker.store.now()) + 0.05)
     assert breaker.snapshot()["probes_in_flight"] == 0
     breaker.on_success(breaker.before_call())
     assert breaker.snapshot()["state"] == "closed"
