@@ -123,6 +123,18 @@ options:
         reservation); an unknown name fails the task rather than report a complete evacuation of nothing.
     type: list
     elements: str
+  priorities:
+    description:
+      - With O(state=evacuated), the order the VMs move in - C(match), a VM name glob pattern
+        (globbing as in O(requirements); a VM whose name is not known is matched by its uuid),
+        and C(priority), a whole number; the highest matching priority is the VM's, V(0) when
+        none matches.
+      - VMs are placed and started highest priority first (then largest memory first); when
+        not all of them find a reservation, a VM of higher priority is never left unplaced
+        for one of lower priority.
+    type: list
+    elements: dict
+    version_added: 0.4.0
   execute:
     description: With O(state=evacuated), move the VMs; V(false) only returns the plan.
     type: bool
@@ -282,7 +294,8 @@ native_capacity:
 evacuation:
   description:
     - The evacuation plan - failed_hosts, complete, affected, placed, moves (vm, from_host,
-      reservation, to_host and, when executed, name, action and error) and unplaced (vm, host, reason).
+      reservation, to_host, priority, name when known and, when executed, action and error), in
+      the order they are carried out, and unplaced (vm, host, priority, name when known, reason).
   returned: when O(state=evacuated)
   type: dict
 ansible_facts:
@@ -412,6 +425,7 @@ class FailoverReservationModule(ResilientModule):
         hypervisors=dict(type="list", elements="dict"),
         vms=dict(type="list", elements="dict"),
         failed_hosts=dict(type="list", elements="str"),
+        priorities=dict(type="list", elements="dict"),
         execute=dict(type="bool", default=True),
         allow_partial=dict(type="bool", default=False),
         max_changes=dict(type="int", default=500),

@@ -4,8 +4,10 @@
 
 No reservation is used twice. This is a bipartite matching (VMs to reservations) found with
 augmenting paths, so it places every VM whenever a distinct assignment exists. VMs are taken
-largest memory first, then by uuid, and reservations by name; a VM placed earlier stays placed,
-so when not all fit, the earlier ones win. The result is the same for the same input.
+highest priority first, then largest memory, then by uuid, and reservations by name; a VM placed
+earlier stays placed (a later one may only shift it to another of its reservations), so when not
+all fit, the earlier ones win: no VM is left unplaced for one of lower priority. The moves are
+listed, and carried out, in that order. The result is the same for the same input.
 """
 from dataclasses import dataclass, field
 
@@ -17,7 +19,8 @@ __all__ = ("EvacuationPlan", "plan_evacuation")
 
 @dataclass
 class EvacuationPlan:
-    """``moves``: dicts vm, from_host, reservation, to_host; ``unplaced``: dicts vm, host, reason."""
+    """``moves``: dicts vm, from_host, reservation, to_host, priority, in the order they are
+    carried out; ``unplaced``: dicts vm, host, priority, reason."""
 
     failed_hosts: list[str]
     moves: list[dict] = field(default_factory=list)
@@ -60,15 +63,16 @@ def _augment(root, options, owner_of, choice_of):
     return False
 
 
-def plan_evacuation(failed_hosts, vms, reservations):
+def plan_evacuation(failed_hosts, vms, reservations, priorities=None):
     """:class:`EvacuationPlan` for the VMs running on ``failed_hosts``.
 
     A VM may use a reservation that lists it with its current host, lies on a surviving host
-    and is large enough for it.
+    and is large enough for it. ``priorities`` maps a VM's uuid to its priority (default 0).
     """
     failed = set(failed_hosts)
+    priority = dict(priorities or {})
     affected = sorted((vm for vm in vms if vm.host in failed),
-                      key=lambda vm: (-(vm.memory_mb or 0), vm.uuid))
+                      key=lambda vm: (-priority.get(vm.uuid, 0), -(vm.memory_mb or 0), vm.uuid))
     wanted = set(vm.uuid for vm in affected)
     by_name = {res.name: res for res in reservations}
     held = {}
@@ -89,9 +93,9 @@ def plan_evacuation(failed_hosts, vms, reservations):
         name = choice_of.get(vm.uuid)
         if name is not None:
             plan.moves.append({"vm": vm.uuid, "from_host": vm.host, "reservation": name,
-                               "to_host": by_name[name].host})
+                               "to_host": by_name[name].host, "priority": priority.get(vm.uuid, 0)})
         else:
-            plan.unplaced.append({"vm": vm.uuid, "host": vm.host,
+            plan.unplaced.append({"vm": vm.uuid, "host": vm.host, "priority": priority.get(vm.uuid, 0),
                                   "reason": _why_unplaced(vm, held.get(vm.uuid, ()), options[vm.uuid],
                                                           failed)})
     return plan

@@ -7,7 +7,8 @@ import re
 
 from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
 
-__all__ = ("validate_requirements", "required_count", "MAX_REQUIRED", "check_requirements_met")
+__all__ = ("validate_requirements", "required_count", "MAX_REQUIRED", "check_requirements_met",
+           "glob_regex")
 
 
 # -- How many failover slots a flavor needs: glob patterns mapped to counts.
@@ -38,6 +39,11 @@ def _compile(pattern):
             out.append(re.escape(char))
         i += 1
     return re.compile("".join(out) + r"\Z", re.DOTALL)
+
+
+def glob_regex(pattern):
+    """The compiled regex of ``pattern`` (the globbing above); ValueError saying what is wrong."""
+    return _compile(pattern)
 
 
 def _char_class(pattern, i):

@@ -15,6 +15,8 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.constrain
 from ansible_collections.resilient.virt.plugins.module_utils._failover.cycle_inputs import Fleet
 from ansible_collections.resilient.virt.plugins.module_utils._failover.evacuation import (
     execute_move, plan_evacuation)
+from ansible_collections.resilient.virt.plugins.module_utils._failover.priorities import (
+    priority_of, validate_priorities)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.reconcile import run_cycle
 from ansible_collections.resilient.virt.plugins.module_utils._failover.settings import FailoverSettings
 from ansible_collections.resilient.virt.plugins.module_utils._input import check_int, check_text
@@ -32,11 +34,12 @@ def run_failover_reservation(params, ctx):
     for name in ("max_vms_to_process", "max_changes"):
         check_int(params[name], name)
     given = _given(params)
+    priorities = validate_priorities(params.get("priorities"))
     book = storage.ReservationBook(ctx.store, params["creator"])
     if params["state"] == "absent":
         return _absent(ctx, book)
     if params["state"] == "evacuated":
-        return _evacuated(params, ctx, book, given)
+        return _evacuated(params, ctx, book, given, priorities)
     return _present(params, ctx, book, given)
 
 
@@ -184,12 +187,14 @@ def _absent(ctx, book):
     return result
 
 
-def _evacuated(params, ctx, book, given):
+def _evacuated(params, ctx, book, given, priorities):
     stored = book.load()
     if given is not None:
         fleet = given
         known = set(hv.name for hv in fleet.hypervisors) | set(vm.host for vm in fleet.vms)
+        names = dict((item.get("uuid"), item.get("name")) for item in params["vms"])
     else:
+        names = dict((uuid, vm.get("name")) for uuid, vm in stored.definitions.items())
         fleet = Fleet.given([], [dict(uuid=uuid, host=vm["hypervisor"], memory_mb=vm.get("memory_mb"),
                                       vcpus=vm.get("vcpus"))
                                  for uuid, vm in sorted(stored.definitions.items())], check_hosts=False)
@@ -202,7 +207,12 @@ def _evacuated(params, ctx, book, given):
                 "%r is not a hypervisor of this fleet (known: %s); fix the name"
                 % (host, ", ".join(sorted(known)) or "none"),
             )
-    plan = plan_evacuation(params["failed_hosts"], fleet.vms, stored.reservations).to_dict()
+    # a VM without a known name is matched by its uuid
+    ranks = dict((vm.uuid, priority_of(names.get(vm.uuid) or vm.uuid, priorities)) for vm in fleet.vms)
+    plan = plan_evacuation(params["failed_hosts"], fleet.vms, stored.reservations, ranks).to_dict()
+    for entry in plan["moves"] + plan["unplaced"]:
+        if names.get(entry["vm"]):
+            entry["name"] = names[entry["vm"]]
     execute = params["execute"] and params["hypervisors"] is None
     if execute:
         plan["moves"] = [_move(ctx, move, stored) for move in plan["moves"]]

@@ -26,7 +26,7 @@ def test_vm_moves_to_its_reservation_on_a_surviving_host():
     a = vm("a", "h1")
     plan = plan_evacuation(["h1"], [a, vm("b", "h2")], [res("r1", "h3", a)])
     assert plan.complete
-    assert plan.moves == [{"vm": "a", "from_host": "h1", "reservation": "r1", "to_host": "h3"}]
+    assert plan.moves == [{"vm": "a", "from_host": "h1", "reservation": "r1", "to_host": "h3", "priority": 0}]
     assert plan.to_dict()["affected"] == 1
 
 
