@@ -119,8 +119,9 @@ options:
   failed_hosts:
     description:
       - Hypervisors that failed, for O(state=evacuated).
-      - Each must be a hypervisor of the fleet (given, recorded at the last cycle, or holding a
-        reservation); an unknown name fails the task rather than report a complete evacuation of nothing.
+      - Each must be a hypervisor of the fleet (given, recorded at the last cycle, holding a
+        reservation, or marked fenced by M(resilient.virt.hypervisor)); an unknown name fails the
+        task rather than report a complete evacuation of nothing.
     type: list
     elements: str
   priorities:

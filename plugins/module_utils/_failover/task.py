@@ -21,7 +21,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.reconcile
 from ansible_collections.resilient.virt.plugins.module_utils._failover.settings import FailoverSettings
 from ansible_collections.resilient.virt.plugins.module_utils._input import check_int, check_text
 from ansible_collections.resilient.virt.plugins.module_utils._migration.maintenance import (
-    MAINTENANCE, read_marks)
+    FENCED, MAINTENANCE, read_marks)
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     InvalidSpec, QuotaExceeded, VirtError, field_error)
 
@@ -200,6 +200,9 @@ def _evacuated(params, ctx, book, given, priorities):
                                  for uuid, vm in sorted(stored.definitions.items())], check_hosts=False)
         known = set(stored.owners) | set(vm.host for vm in fleet.vms)
     known |= set(res.host for res in stored.reservations)
+    # a fenced hypervisor stays known once a plan without it forgot it: evacuating it again
+    # finds nothing on it and changes nothing
+    known |= set(mark["hypervisor"] for mark in read_marks(ctx.store).values() if mark["kind"] == FENCED)
     for index, host in enumerate(params["failed_hosts"]):
         if host not in known:
             raise field_error(
