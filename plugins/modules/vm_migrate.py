@@ -27,7 +27,10 @@ description:
     same name; read-only disks (a cloud-init seed) are copied before. A stopped VM moves cold -
     its volumes copied through libvirt, then defined there. Its volumes here are deleted once
     it has moved. A migration that fails or runs past O(timeout) is cancelled and the VM runs
-    here as before."
+    here as before. A disk in a storage pool both hosts share (NFS, a cluster filesystem: the
+    task proves it by making a marker file through this host and finding it through the
+    target) is neither copied nor deleted; moved live, such a disk must bypass the host's page
+    cache (cache V(none) or V(directsync)), or the move is refused before anything happens."
   - "vSphere (one provider, many hosts): O(target) is an ESXi host of the provider.
     RelocateVM_Task - vMotion for a running VM, storage vMotion with O(datastore), into
     O(resource_pool) when given."
@@ -212,6 +215,13 @@ migration:
       type: int
     copied_disks:
       description: The paths of the disks copied to the target (libvirt).
+      type: list
+      elements: str
+    shared_disks:
+      description:
+        - The paths of the disks on storage the source and the target share (libvirt - a pool
+          of the same name in which a file made through one host is seen through the other),
+          used where they are, neither copied nor deleted.
       type: list
       elements: str
 ansible_facts:

@@ -60,11 +60,12 @@ def allocated(hv, path):
     return [(r["start"], r["length"]) for r in ranges if r["depth"] == 0 and r["data"]]
 
 
-def make_vm(conn, hv, name, size_mib=64, running=True, disk_format="qcow2"):
-    """A tiny VM whose disk (a managed volume of pool default, like those ``create`` makes)
-    holds 0x11 in its first 4 MiB; it also has an empty cdrom drive (never backed up) and one NIC
-    with MAC address :data:`MAC`."""
-    pool = conn.storagePoolLookupByName("default")
+def make_vm(conn, hv, name, size_mib=64, running=True, disk_format="qcow2", pool_name="default",
+            cache=None):
+    """A tiny VM whose disk (a managed volume of pool ``pool_name``, like those ``create`` makes,
+    with the driver's ``cache`` mode when given) holds 0x11 in its first 4 MiB; it also has an
+    empty cdrom drive (never backed up) and one NIC with MAC address :data:`MAC`."""
+    pool = conn.storagePoolLookupByName(pool_name)
     volume = ET.Element("volume")
     ET.SubElement(volume, "name").text = "%s-disk0.%s" % (name, disk_format)
     ET.SubElement(volume, "capacity", unit="MiB").text = str(size_mib)
@@ -78,8 +79,10 @@ def make_vm(conn, hv, name, size_mib=64, running=True, disk_format="qcow2"):
                           "disks": [{"path": vol.path(), "format": disk_format},
                                     {"device": "cdrom"}]})
     xml = build_domain_xml(spec, "qemu", str(uuid.uuid4()), {0: {
-        "pool": "default", "name": vol.name(), "path": vol.path(), "size_gb": 1}})
+        "pool": pool_name, "name": vol.name(), "path": vol.path(), "size_gb": 1}})
     root = ET.fromstring(xml)
+    if cache:
+        root.find("devices/disk[@device='disk']/driver").set("cache", cache)
     nic = ET.SubElement(root.find("devices"), "interface", type="user")
     ET.SubElement(nic, "mac", address=MAC)
     ET.SubElement(nic, "model", type="virtio")

@@ -84,7 +84,8 @@ def _where(vm):
 def _result(changed, vm, source, target, mode, checks, live):
     migration = {"source": source, "target": target, "mode": mode, "live": live,
                  "prechecks": checks, "started_at": None, "ended_at": None,
-                 "duration_seconds": None, "downtime_ms": None, "copied_disks": []}
+                 "duration_seconds": None, "downtime_ms": None, "copied_disks": [],
+                 "shared_disks": []}
     return {"changed": changed, "vm": vm, "migration": migration}
 
 
@@ -163,7 +164,9 @@ def _to_provider(params, ctx, source):
                                                     params.get("bandwidth_mib")))
     result["vm"] = moved["vm"]
     result["migration"].update(downtime_ms=moved["downtime_ms"],
-                               copied_disks=moved["copied_disks"], mode=moved["mode"] or mode)
+                               copied_disks=moved["copied_disks"],
+                               shared_disks=moved.get("shared_disks") or [],
+                               mode=moved["mode"] or mode)
     return result
 
 

@@ -302,7 +302,8 @@ class GuardedProvider:
             try:
                 self.provider.describe(name)
             except NotFound:
-                return True, {"vm": vm, "mode": None, "downtime_ms": None, "copied_disks": []}
+                return True, {"vm": vm, "mode": None, "downtime_ms": None, "copied_disks": [],
+                              "shared_disks": []}
             return False, None
 
         def work():

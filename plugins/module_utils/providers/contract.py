@@ -494,7 +494,8 @@ class Provider:
         copied), a stopped VM cold; a migration still going on after ``timeout`` s is cancelled
         and raises Timeout, the VM running on this provider as before. Returns ``{"vm": the VM
         dict on the target, "mode": live, paused or cold, "downtime_ms": the guest's downtime
-        or None, "copied_disks": [paths]}``."""
+        or None, "copied_disks": [paths on the target], "shared_disks": [paths of disks on
+        storage both share, used where they are]}``."""
         raise self.unsupported("migrate_to")
 
     def set_maintenance(self, hypervisor: str, enabled: bool) -> bool:

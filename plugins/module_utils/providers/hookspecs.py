@@ -165,7 +165,7 @@ def resilient_virt_release_capacity(provider: Provider,
 #       of one provider (vSphere: RelocateVM_Task); ``placement`` may give ``resource_pool`` and
 #       ``datastore``, passed only when the user gives them.
 #   migrate_to(name, target, live, timeout, bandwidth_mib) -> {vm, mode, downtime_ms,
-#       copied_disks}   capability ``migrate_to``: to another provider of the same backend
+#       copied_disks, shared_disks}   capability ``migrate_to``: to another provider of the same backend
 #       (libvirt: one provider per host); ``target`` is that provider, unguarded (the backend
 #       uses its connection; abandoning the call abandons it too).
 #

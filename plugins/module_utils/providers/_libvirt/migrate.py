@@ -10,6 +10,13 @@ refused before anything moves. Read-only disks (a cloud-init seed) are not mirro
 their bytes are copied before the migration starts. What this call made on the target is
 removed again when the migration fails, unless the target then has the domain; once the VM
 has moved, its volumes here are deleted (they would be a stale copy of its data).
+
+A disk in a pool both hosts share (``shared_storage.py`` proves it) is neither made, copied nor
+deleted: the VM moves and keeps using it. libvirt allows that live only on a filesystem it knows
+as shared; the collection has proved the sharing itself, so it lets libvirt go on
+(VIR_MIGRATE_UNSAFE) when each shared disk bypasses the host's page cache (cache ``none`` or
+``directsync``), which keeps the two hosts' views of the disk the same during the handover, and
+refuses the live move otherwise.
 """
 import threading
 import xml.etree.ElementTree as ET
@@ -18,13 +25,15 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, NotSupported, Timeout)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import (
     SHUTOFF, is_error, load as _libvirt)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.shared_storage import shared_pools
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.volumes import (
-    forget_volumes, volume_at, volume_xml)
+    find_volume, forget_volumes, volume_at, volume_xml)
 
 __all__ = ("migrate_to",)
 
 _CHUNK = 1024 * 1024
 _CPU_INCOMPATIBLE = 0  # virCPUCompareResult
+_COHERENT_CACHES = ("none", "directsync")  # host page cache bypassed
 
 
 def migrate_to(provider, name, target, live=True, timeout=None, bandwidth_mib=None):
@@ -41,6 +50,11 @@ def migrate_to(provider, name, target, live=True, timeout=None, bandwidth_mib=No
                        "the saved memory) and move it cold" % (name, provider.key))
     _check_cpu(lv, dom, dest, name, target.key)
     disks = _disks(lv, source, dom, name)
+    shared = shared_pools(source.connection, dest.connection, [disk["pool"] for disk in disks])
+    for disk in disks:
+        disk["shared"] = disk["pool"] in shared
+    if state != SHUTOFF:
+        _check_shared_caches(disks, name)
     made = []
     try:
         paths = _make_volumes(lv, source, dest, disks, made, target.key)
@@ -87,9 +101,23 @@ def _check_cpu(lv, dom, dest, name, key):
                        "hosts have" % (name, cpu.findtext("model"), key))
 
 
+def _check_shared_caches(disks, name):
+    """Conflict when a writable disk on shared storage keeps the host's page cache: during a
+    live handover the two hosts could see different bytes of it."""
+    for disk in disks:
+        if disk["shared"] and not disk["readonly"] and disk["cache"] not in _COHERENT_CACHES:
+            raise Conflict("disk %s of VM %r is on storage both hosts share (pool %r) with cache "
+                           "mode %r: moved live, the hosts could see different data during the "
+                           "handover; set its cache to none or directsync (virsh edit: <driver "
+                           "cache='none'/>, then restart the VM), or stop the VM and move it "
+                           "cold" % (disk["target"], name, disk["pool"],
+                                     disk["cache"] or "default"))
+
+
 def _disks(lv, source, dom, name):
     """The disks of the domain that have a file: dicts target, path, readonly, volume (in a
-    pool of the source); NotSupported for a file in no pool."""
+    pool of the source), pool (its name) and cache (the driver's cache mode or None);
+    NotSupported for a file in no pool."""
     found = []
     for disk in ET.fromstring(dom.XMLDesc(0)).iter("disk"):
         source_el = disk.find("source")
@@ -104,18 +132,23 @@ def _disks(lv, source, dom, name):
                                    disk.find("target").get("dev"), name, path,
                                    source.provider.key))
         readonly = disk.find("readonly") is not None or disk.get("device") == "cdrom"
+        driver = disk.find("driver")
         found.append({"target": disk.find("target").get("dev"), "path": path,
-                      "readonly": readonly, "volume": vol})
+                      "readonly": readonly, "volume": vol,
+                      "pool": vol.storagePoolLookupByVolume().name(),
+                      "cache": driver.get("cache") if driver is not None else None})
     return found
 
 
 def _make_volumes(lv, source, dest, disks, made, key):
     """Make each disk's volume on the target (appended to ``made``), with the bytes of the
-    read-only ones; {source path: target path}."""
+    read-only ones; {source path: target path}. A shared disk keeps its path."""
     paths = {}
     for disk in disks:
-        vol = disk["volume"]
-        pool_name = vol.storagePoolLookupByVolume().name()
+        vol, pool_name = disk["volume"], disk["pool"]
+        if disk["shared"]:
+            paths[disk["path"]] = disk["path"]
+            continue
         try:
             pool = dest.connection.storagePoolLookupByName(pool_name)
         except Exception as exc:
@@ -125,7 +158,8 @@ def _make_volumes(lv, source, dest, disks, made, key):
                            "pool-define-as %s dir --target DIR, pool-build, pool-start)"
                            % (key, pool_name, disk["target"], disk["path"], pool_name),
                            cause=exc) from exc
-        if _volume_or_none(pool, vol.name()) is not None:
+        pool.refresh(0)  # a file made there since libvirt last looked: the Conflict below
+        if find_volume(pool, vol.name()) is not None:
             raise Conflict("%s already has a volume %r in pool %r; a move never writes over a "
                            "volume it did not make: delete it there (virsh vol-delete) or move "
                            "the VM elsewhere" % (key, vol.name(), pool_name))
@@ -137,15 +171,6 @@ def _make_volumes(lv, source, dest, disks, made, key):
         if disk["readonly"]:
             _copy(source.connection, vol, dest.connection, new)
     return paths
-
-
-def _volume_or_none(pool, name):
-    try:
-        return pool.storageVolLookupByName(name)
-    except Exception as exc:
-        if is_error(exc, "NO_STORAGE_VOL"):
-            return None
-        raise
 
 
 def _copy(src_conn, src_vol, dst_conn, dst_vol):
@@ -187,10 +212,12 @@ def _live(lv, source, dest, dom, disks, paths, live, timeout, bandwidth_mib):
     if live:
         flags |= lv.VIR_MIGRATE_LIVE
     params = {}
-    writable = [d["target"] for d in disks if not d["readonly"]]
+    writable = [d["target"] for d in disks if not d["readonly"] and not d["shared"]]
     if writable:
         flags |= lv.VIR_MIGRATE_NON_SHARED_DISK
         params[lv.VIR_MIGRATE_PARAM_MIGRATE_DISKS] = writable
+    if any(d["shared"] for d in disks):  # proved shared, caches checked: _check_shared_caches
+        flags |= lv.VIR_MIGRATE_UNSAFE
     if any(old != new for old, new in paths.items()):
         params[lv.VIR_MIGRATE_PARAM_DEST_XML] = _with_paths(
             dom.XMLDesc(lv.VIR_DOMAIN_XML_MIGRATABLE), paths)
@@ -226,15 +253,18 @@ def _live(lv, source, dest, dom, disks, paths, live, timeout, bandwidth_mib):
     stats = moved.jobStats(lv.VIR_DOMAIN_JOB_STATS_COMPLETED)
     downtime = stats.get("downtime")
     _drop_sources(source, disks)
-    return {"vm": dest.describe(moved), "mode": "live" if live else "paused",
-            "downtime_ms": int(downtime) if downtime is not None else None,
-            "copied_disks": sorted(paths.values())}
+    return dict(_disk_lists(disks, paths), vm=dest.describe(moved),
+                mode="live" if live else "paused",
+                downtime_ms=int(downtime) if downtime is not None else None)
 
 
 def _drop_sources(source, disks):
     """Delete the volumes the disks had here, now copied to the target (a stale copy of the
-    VM's data otherwise); one that cannot be deleted is named in a warning."""
+    VM's data otherwise); one that cannot be deleted is named in a warning. A shared disk is
+    the VM's own, kept."""
     for disk in disks:
+        if disk["shared"]:
+            continue
         try:
             disk["volume"].delete(0)
         except Exception as exc:  # noqa: BLE001 - the VM has moved: a warning, not a failure
@@ -247,7 +277,7 @@ def _cold(lv, source, dest, dom, disks, paths):
     """Copy the stopped domain's volumes, define it on the target, then remove it and its
     volumes here."""
     for disk in disks:
-        if not disk["readonly"]:
+        if not disk["readonly"] and not disk["shared"]:
             _copy(source.connection, disk["volume"], dest.connection,
                   dest.connection.storageVolLookupByPath(paths[disk["path"]]))
     xml = _with_paths(dom.XMLDesc(lv.VIR_DOMAIN_XML_INACTIVE | lv.VIR_DOMAIN_XML_MIGRATABLE), paths)
@@ -256,5 +286,11 @@ def _cold(lv, source, dest, dom, disks, paths):
         moved.setAutostart(1)
     dom.undefine()
     _drop_sources(source, disks)
-    return {"vm": dest.describe(moved), "mode": "cold", "downtime_ms": None,
-            "copied_disks": sorted(paths.values())}
+    return dict(_disk_lists(disks, paths), vm=dest.describe(moved), mode="cold",
+                downtime_ms=None)
+
+
+def _disk_lists(disks, paths):
+    """``copied_disks`` (their paths on the target) and ``shared_disks`` (kept where they are)."""
+    return {"copied_disks": sorted(paths[d["path"]] for d in disks if not d["shared"]),
+            "shared_disks": sorted(d["path"] for d in disks if d["shared"])}
