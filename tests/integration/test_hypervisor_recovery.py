@@ -205,3 +205,26 @@ def test_the_rulebook_fences_a_dead_hypervisor_and_restarts_its_vms_in_priority_
     assert all(r["host"] != target[name] for name in uuids for r in plan["reservations"]
                if uuids[name] in r["allocations"]), json.dumps(plan["reservations"])
     assert all(running_on(uris[target[name]], name) for name in uuids)
+
+
+def test_a_hypervisor_the_agent_cannot_prove_off_fails_and_nothing_moves(recovery_lab, lab_module, tmp_path):
+    """hv3's libvirtd is killed, its guests live on, and the agent answers nothing: the role
+    fails at the fence, nothing is marked, evacuated or planned, and hv3's QEMU processes live."""
+    store_url = "sqlite://%s" % (tmp_path / "state.db")
+    settings = recovery_vars(recovery_lab, lab_module, store_url, recovery_hypervisor="hv3",
+                             recovery_grace=1, recovery_confirm_interval=1,
+                             recovery_fencing_by_hypervisor={"hv3": {"type": "no_such_agent"}})
+    hv3 = recovery_lab.hypervisor("hv3")
+    guests = hv3.qemu_pids()
+    assert guests, "the test before leaves VMs running on hv3"
+    recovery_lab.stop("hv3")
+    try:
+        run = run_playbook(tmp_path, PLAYBOOK, extra_vars=settings, env=lab_power_env(), name="unfenced")
+        fence = run.task(FENCE_TASK)
+        assert run.rc != 0 and fence.failed and fence["hypervisor"]["fenced"] is False
+        assert "never recovered automatically" in fence["msg"]
+        assert [t.name for t in run.tasks if t.name in (EVACUATE_TASK, PLAN_TASK)] == []
+        assert [pid for pid in guests if not os.path.exists("/proc/%d" % pid)] == []
+        assert store_records(store_url, "fenced") == {}
+    finally:
+        recovery_lab.start("hv3")
