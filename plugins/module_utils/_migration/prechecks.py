@@ -35,6 +35,11 @@ def _capacity(vm, hypervisor, reservations):
     if vm["state"] not in _ACTIVE:
         return _check("capacity", True, "the VM is %s: it takes no memory or vCPUs while it "
                       "moves" % vm["state"])
+    if any(hypervisor.get(key) is None for key in ("memory_mb", "used_memory_mb", "cpu",
+                                                   "used_cpu")):
+        return _check("capacity", False, "%s does not tell how much memory and how many vCPUs it "
+                      "has free (it is %s), so the VM's room there cannot be checked; choose "
+                      "another target" % (hypervisor["name"], hypervisor.get("state")))
     held_cpu, held_memory = _held_on(hypervisor["name"], reservations)
     free_memory = hypervisor["memory_mb"] - hypervisor["used_memory_mb"] - held_memory
     free_cpu = hypervisor["cpu"] - hypervisor["used_cpu"] - held_cpu

@@ -42,6 +42,16 @@ def test_a_hypervisor_that_takes_no_vms_is_refused(state):
     assert "hypervisor" in failed(prechecks(VM, dict(HV2, state=state), []))
 
 
+def test_a_hypervisor_that_does_not_tell_its_room_is_refused_for_a_running_vm():
+    # an offline Proxmox VE node: the cluster knows nothing of its memory and vCPUs
+    offline = dict(HV2, state="disconnected", cpu=None, used_cpu=None, memory_mb=None,
+                   used_memory_mb=None)
+    checks = failed(prechecks(VM, offline, []))
+    assert set(checks) == {"hypervisor", "capacity"}
+    assert "cannot be checked" in checks["capacity"]
+    assert failed(prechecks(dict(VM, state="stopped"), offline, [])).keys() == {"hypervisor"}
+
+
 def test_another_zone_needs_allow_zone_change():
     other = dict(HV2, az="az2")
     assert "allow_zone_change" in failed(prechecks(VM, other, []))["zone"]
