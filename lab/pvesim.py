@@ -8,8 +8,9 @@ agent in memory: VMs made on it are gone when it stops, as a transient libvirt d
 The cluster: the nodes :data:`NODES`, a storage ``vmdata`` (type dir, for disks, linked clones
 and cloud-init drives) and a template ``tpl`` (vmid :data:`TEMPLATE_ID`, a disk and a NIC) on
 the first node; every new VM runs a simulated QEMU guest agent; nodes can be put in HA
-maintenance (:func:`with_node_maintenance`) and vzdump stores its archives
-(:func:`with_vzdump_archives`): fakepve itself has neither. It serves HTTPS
+maintenance (:func:`with_node_maintenance`), vzdump stores its archives
+(:func:`with_vzdump_archives`) and a VM migrates to another node (:func:`with_qemu_migration`):
+fakepve itself has none of them. It serves HTTPS
 on 127.0.0.1 with a certificate of the lab CA (the one the vSphere simulator's certificate
 comes from), so
 the provider settings keep ``validate_certs`` on and name the CA in ``ca_path``; the login is
@@ -137,6 +138,48 @@ def with_vzdump_archives(pve):
     return pve
 
 
+def with_qemu_migration(pve):
+    """Give a fakepve cluster the QEMU migration it does not model (it answers with a task that
+    moves nothing): ``POST /nodes/<node>/qemu/<vmid>/migrate`` runs a ``qmigrate`` task on the
+    VM's node that holds its ``migrate`` lock for ``pve.migrate_secs`` PVE seconds (default 0),
+    then the VM is on ``target``, in the state it had. Refused as PVE refuses, with its words: the
+    VM's own node as target (400), a running VM without ``online=1`` and a locked VM (500); a
+    target that is not an online node of the cluster fails the task (``migration aborted``)."""
+    from fakepve.model import PveError, TaskError
+
+    synthesise = pve.synthesise
+    pve.migrate_secs = 0
+
+    async def with_migration(match, method, info, user, values):
+        if method != "POST" or match.template != "/nodes/{node}/qemu/{vmid}/migrate":
+            return await synthesise(match, method, info, user, values)
+        vm = pve.find(values["node"], values["vmid"])
+        target = str(values.get("target") or "")
+        if target == vm.node:
+            raise PveError(400, "Parameter verification failed.", {"target": "target is local node."})
+        if vm.status == "running" and str(values.get("online") or "0") not in ("1", "true"):
+            raise PveError(500, "can't migrate running VM without --online")
+        if vm.lock:
+            raise PveError(500, "VM is locked (%s)" % vm.lock)
+
+        async def body():
+            if not pve.nodes.get(target, {}).get("online"):
+                raise TaskError("migration aborted")
+            vm.lock = vm.config["lock"] = "migrate"
+            try:
+                await pve.pause(pve.migrate_secs)
+                vm.node = target
+            finally:
+                vm.lock = None
+                vm.config.pop("lock", None)
+            return "migration finished successfully"
+        return await pve.task(vm.node, "qmigrate", vm.vmid, user or USERNAME, body, vm=vm,
+                              log=["starting migration of VM %d to node '%s'" % (vm.vmid, target)])
+
+    pve.synthesise = with_migration
+    return pve
+
+
 def build_cluster(password, port):
     """The simulated cluster (a fakepve FakePve, not started): nodes, storage, template."""
     import fakepve
@@ -161,7 +204,7 @@ def build_cluster(password, port):
         "net0": "virtio=BC:24:11:AA:00:01,bridge=vmbr0", "agent": "1"})
     pve.storages[STORAGE]["volumes"] = {disk: {
         "content": "images", "format": "qcow2", "size": 2 * 1024 ** 3, "vmid": TEMPLATE_ID}}
-    return with_vzdump_archives(with_node_maintenance(pve))
+    return with_qemu_migration(with_vzdump_archives(with_node_maintenance(pve)))
 
 
 async def _serve(paths, port, cert, key):

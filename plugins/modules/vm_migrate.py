@@ -34,6 +34,10 @@ description:
   - "vSphere (one provider, many hosts): O(target) is an ESXi host of the provider.
     RelocateVM_Task - vMotion for a running VM, storage vMotion with O(datastore), into
     O(resource_pool) when given."
+  - "Proxmox VE (one provider, a cluster whose nodes are its hypervisors): O(target) is a node
+    of the cluster. PVE's own migration, followed by its task - online for a running or paused
+    VM, its disks on local storage copied by PVE (onto O(datastore) when given), those on
+    shared storage left where they are; offline for a stopped one."
 author:
   - resilient.virt developers (!UNKNOWN)
 options:
@@ -46,14 +50,14 @@ options:
     description:
       - "Where the VM goes. libvirt - another provider: the name of an entry of O(providers),
         its key (V(libvirt:hv2)) or a provider dict. vSphere - the name of an ESXi host of
-        O(provider)."
+        O(provider). Proxmox VE - the name of a node of O(provider)'s cluster."
     type: raw
     required: true
   live:
     description:
       - Move a running VM while it runs. V(false) on libvirt pauses it while its memory is
-        copied (a shorter move, a longer downtime); vSphere moves running VMs live only and
-        refuses V(false) for one. A stopped VM moves cold either way.
+        copied (a shorter move, a longer downtime); vSphere and Proxmox VE move running VMs
+        live only and refuse V(false) for one. A stopped VM moves cold either way.
     type: bool
     default: true
   resource_pool:
@@ -64,6 +68,8 @@ options:
   datastore:
     description:
       - vSphere - the datastore to move the VM's files to (storage vMotion); unset keeps them.
+      - Proxmox VE - the storage the VM's disks on local storage go to (PVE's C(targetstorage));
+        unset - the storage of the same name on the target node.
     type: str
   allow_zone_change:
     description:

@@ -183,8 +183,8 @@ def _to_host(params, ctx, source):
         raise field_error("target", "no host named %r on %s (hosts: %s)" % (
             host, source.key, ", ".join(sorted(h["name"] for h in hypervisors))))
     if vm["state"] == "running" and not live:
-        raise field_error("live", "the %s provider moves a running VM live only (vMotion); "
-                          "set live: true, or stop the VM first" % source.type_name)
+        raise field_error("live", "the %s provider moves a running VM live only; set live: "
+                          "true, or stop the VM first" % source.type_name)
     placement = vm.get("placement") or {}
     wanted = dict((key, params[key]) for key in ("resource_pool", "datastore")
                   if params.get(key) is not None)

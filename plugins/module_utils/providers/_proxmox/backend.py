@@ -43,6 +43,8 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.
     reconfigure as reconfigure_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.faults import (
     classify_exception)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.migrate import (
+    migrate as migrate_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.nodes import (
     maintenance_nodes, maintenance_warning, offline_nodes, offline_warning)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.power import (
@@ -71,7 +73,7 @@ class ProxmoxProvider(SharedConnectionMixin, Provider):
 
     type_name = "proxmox"
     capabilities = frozenset(("validate", "list_hypervisors", "list_vms", "describe", "find",
-                              "create", "delete", "power", "reconfigure", "task_status")
+                              "create", "delete", "power", "reconfigure", "task_status", "migrate")
                              + SNAPSHOT_CAPABILITIES)
     reconfigurable = frozenset(("vcpus", "memory_mb", "metadata", "tags", "autostart"))
     options = dict(Provider.options, **{
@@ -338,6 +340,10 @@ class ProxmoxProvider(SharedConnectionMixin, Provider):
     def reconfigure(self, name, vcpus=None, memory_mb=None, metadata=None, tags=None,
                     autostart=None):
         return reconfigure_vm(self, name, vcpus, memory_mb, metadata, tags, autostart)
+
+    def migrate(self, name, hypervisor, resource_pool=None, datastore=None):
+        """To the node ``hypervisor`` by PVE's migration (``migrate.py``)."""
+        return migrate_vm(self, name, hypervisor, resource_pool, datastore)
 
     def task_status(self, task_id):
         """State of the PVE task ``task_id`` (a UPID): running, success or error."""
