@@ -174,12 +174,15 @@ def test_each_call_is_counted_by_operation_outcome_and_duration(store):
     assert describe["outcomes"] == {"ok": 1, "NotFound": 1, "Unavailable": 1}
     assert operations["list_vms"]["outcomes"] == {"ok": 1}
     assert sum(describe["buckets"]) == 3 and len(describe["buckets"]) == len(DURATION_BUCKETS) + 1
-    # the call that retried waited at least its backoff: its bin is not the first
-    assert describe["seconds"] == pytest.approx(sum(waited[:3]), abs=0.01)
+    # each call's own time is inside the time the test measured around it (longer when the
+    # process is paused outside the call on a loaded machine): the total, and each call's bin,
+    # at most the test's
+    assert 0 < describe["seconds"] <= sum(waited[:3]) + 0.001
     assert describe["timeout"] == 7.0
-    for seconds in waited[:3]:
-        index = len([bound for bound in DURATION_BUCKETS if bound < seconds])
-        assert describe["buckets"][index] >= 1
+    recorded = sorted(index for index, count in enumerate(describe["buckets"]) for _n in range(count))
+    measured = sorted(len([bound for bound in DURATION_BUCKETS if bound < seconds])
+                      for seconds in waited[:3])
+    assert all(inner <= outer for inner, outer in zip(recorded, measured)), (recorded, measured)
 
 
 def test_a_refused_call_ends_with_breaker_open(store):
