@@ -116,22 +116,60 @@ def _why_unplaced(vm, held, usable, failed):
 # -- Carry out an evacuation plan through the providers.
 # A move within one provider that can migrate (vSphere) relocates the VM to the reservation's host.
 # A move to another provider (libvirt: one provider per hypervisor) defines the VM on the target
-# from the definition recorded at the last reconcile cycle and starts it; that needs every disk to
-# be shared storage (a path the target reaches) or no disk at all. A move that is already done (the
-# VM runs on the target) is left alone, so running the evacuation again changes nothing.
+# from the definition recorded at the last reconcile cycle and starts it, on its own disk files:
+# each must be a volume of a storage pool of the target at the very same path (the target's
+# ``locate_disks``), a pool shared with the failed host. No volume is made and nothing is copied.
+# A move that is already done (the VM runs on the target) is left alone, so running the
+# evacuation again changes nothing. The docs (ha.md) say what is proved and what is assumed.
 
 SPEC_KEYS = ("vcpus", "memory_mb", "interfaces", "boot", "metadata", "tags")
 DISK_KEYS = ("path", "bus", "format", "device")
 
 
-def recreate_spec(definition):
-    """The spec that defines ``definition`` (a VM dict) again elsewhere; NotSupported for local disks."""
-    local = [disk.get("path") for disk in definition.get("disks") or () if disk.get("size_gb") or not disk.get("path")]
-    if local:
-        raise NotSupported(
-            "%s has disks on its failed hypervisor's local storage (%s); only VMs on shared storage "
-            "or without disks can be started elsewhere" % (definition["name"], ", ".join(str(path) for path in local))
-        )
+def disk_paths(definition):
+    """The files of the VM's disks (an empty cdrom drive has none)."""
+    return [disk["path"] for disk in definition.get("disks") or () if disk.get("path")]
+
+
+def _unusable(disk, located, target):
+    """Why the target cannot start the VM on ``disk``; None when it can."""
+    path = disk.get("path")
+    if not path:
+        if disk.get("device") == "cdrom":
+            return None
+        return "a disk without a file"
+    where = (located or {}).get(path)
+    if where is None:
+        return ("%s: %s has no volume at that path; it is on the failed hypervisor's local "
+                "storage (restore it from a backup)" % (path, target))
+    if where.get("shared") is False:
+        return ("%s: pool %r of %s is not shared (a marker made there is not seen through %s); "
+                "the file there is not the failed hypervisor's disk" % (path, where["pool"], target, where["witness"]))
+    return None
+
+
+def disk_proofs(definition, located):
+    """What each disk's sharing rests on, for the move's outcome: dicts path, pool, proof."""
+    out = []
+    for path in disk_paths(definition):
+        where = located[path]
+        if where.get("shared"):
+            proof = "a marker made through the target was found through %s" % where["witness"]
+        else:
+            proof = "seen at this path in the target's pool; sharing not proved" + (
+                " (%s)" % where["witness_error"] if where.get("witness_error") else "")
+        out.append({"path": path, "pool": where["pool"], "proof": proof})
+    return out
+
+
+def recreate_spec(definition, located=None, target="the target"):
+    """The spec that defines ``definition`` (a VM dict) again on ``target``, its disks at the
+    same paths (no new volume); NotSupported naming each disk ``located`` (the target's
+    ``locate_disks`` answer) says it cannot use."""
+    problems = [problem for problem in (_unusable(disk, located, target) for disk in definition.get("disks") or ())
+                if problem]
+    if problems:
+        raise NotSupported("%s cannot be started on %s: %s" % (definition["name"], target, "; ".join(problems)))
     spec = dict((key, definition[key]) for key in SPEC_KEYS if definition.get(key) not in (None, [], {}))
     spec["name"] = definition["name"]
     disks = [dict((key, disk[key]) for key in DISK_KEYS if disk.get(key)) for disk in definition.get("disks") or ()]
@@ -148,8 +186,10 @@ def _running_on(provider, name, host):
     return vm if vm.get("hypervisor") == host and vm.get("state") == "running" else False
 
 
-def execute_move(move, definition, source, target, check_mode):
-    """Carry out one move; returns its outcome dict (action and, on failure, error)."""
+def execute_move(move, definition, source, target, check_mode, witnesses=()):
+    """Carry out one move; returns its outcome dict (action, the disks' proofs, and on failure
+    error). ``witnesses``: other surviving providers of the target's type, to prove its pools
+    shared."""
     name, host = definition["name"], move["to_host"]
     outcome = dict(move, name=name)
     try:
@@ -162,11 +202,21 @@ def execute_move(move, definition, source, target, check_mode):
                 if target.describe(name).get("state") != "running":
                     target.power(name, "on")
             return outcome
-        spec = recreate_spec(definition)
         done = _running_on(target, name, host)
         outcome["action"] = "none" if done else "recreate"
-        if done is None and not check_mode:
-            target.create(spec)
+        if done is None:
+            paths = disk_paths(definition)
+            located = {}
+            if paths:
+                if "locate_disks" not in target.capabilities:
+                    raise NotSupported("%s cannot tell whether it sees the disks of %s (%s); only VMs "
+                                       "without disks can be started there" % (target.key, name, ", ".join(paths)))
+                located = target.locate_disks(paths, witnesses)
+            spec = recreate_spec(definition, located, target.key)
+            if paths:
+                outcome["disks"] = disk_proofs(definition, located)
+            if not check_mode:
+                target.create(spec)
         if not done and not check_mode:
             target.power(name, "on")
     except VirtError as err:

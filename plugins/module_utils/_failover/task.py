@@ -218,7 +218,7 @@ def _evacuated(params, ctx, book, given, priorities):
             entry["name"] = names[entry["vm"]]
     execute = params["execute"] and params["hypervisors"] is None
     if execute:
-        plan["moves"] = [_move(ctx, move, stored) for move in plan["moves"]]
+        plan["moves"] = [_move(ctx, move, stored, params["failed_hosts"]) for move in plan["moves"]]
     failed = [move for move in plan["moves"] if move.get("action") == "failed"]
     changed = any(move.get("action") in ("migrate", "recreate") for move in plan["moves"])
     result = dict(changed=changed, evacuation=plan, reservations=[res.to_dict() for res in stored.reservations])
@@ -233,7 +233,7 @@ def _evacuated(params, ctx, book, given, priorities):
     return result
 
 
-def _move(ctx, move, stored):
+def _move(ctx, move, stored, failed_hosts):
     definition = stored.definitions[move["vm"]]
     if move["to_host"] not in stored.owners:
         message = "no provider is recorded for %s; run state=present from providers first" % move["to_host"]
@@ -241,4 +241,17 @@ def _move(ctx, move, stored):
     target_ref, source_ref = stored.owners[move["to_host"]], definition.get("provider")
     target = ctx.open_provider(target_ref)
     source = target if source_ref == target_ref else None
-    return execute_move(move, definition, source, target, ctx.check_mode)
+    return execute_move(move, definition, source, target, ctx.check_mode,
+                        _witnesses(ctx, stored.owners, target, failed_hosts))
+
+
+def _witnesses(ctx, owners, target, failed_hosts):
+    """The providers of the other surviving hypervisors of the target's type: a marker made
+    through the target and found through one of them proves a pool shared. Opening one
+    contacts nothing; only the first that answers is used."""
+    gone = set(failed_hosts) | set(mark["hypervisor"] for mark in read_marks(ctx.store).values()
+                                   if mark["kind"] == FENCED)
+    refs = sorted(set(ref for host, ref in owners.items() if host not in gone), key=str)
+    providers = [ctx.open_provider(ref) for ref in refs]
+    return [provider for provider in providers
+            if provider.type_name == target.type_name and provider.key != target.key]

@@ -45,7 +45,7 @@ OPERATION_CLASS = {
     "list_vm_summaries": "describe", "list_hypervisors_and_vms": "describe",
     "describe": "describe", "find": "describe", "create": "mutating", "delete": "mutating",
     "power": "mutating", "reconfigure": "mutating", "migrate": "mutating", "migrate_to": "mutating",
-    "maintenance": "mutating",
+    "maintenance": "mutating", "locate_disks": "describe",
     "task_status": "task_status",
     "list_snapshots": "describe", "create_snapshot": "mutating", "delete_snapshot": "mutating",
     "revert_snapshot": "mutating",
@@ -280,6 +280,12 @@ class GuardedProvider:
         return self._call("migrate", arguments, self._look(
             name, lambda vm: vm is not None and vm.get("hypervisor") == hypervisor and (
                 datastore is None or (vm.get("placement") or {}).get("datastore") == datastore)))
+
+    def locate_disks(self, paths, witnesses=()):
+        """Where this provider's host sees ``paths``; ``witnesses`` are GuardedProviders of the
+        same type (the backend talks to them directly, as a migration to its target)."""
+        return self._call("locate_disks", {"paths": list(paths),
+                                           "witnesses": [w.provider for w in witnesses]})
 
     def migrate_to(self, name, target, live=True, timeout=None, bandwidth_mib=None):
         """Move the VM to the provider ``target`` (a GuardedProvider of the same type); a retry

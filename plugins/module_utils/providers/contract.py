@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import copy
 import fnmatch
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable, ClassVar, TypedDict, cast
 
 from ansible_collections.resilient.virt.plugins.module_utils._convert import (
@@ -56,7 +56,7 @@ SNAPSHOT_CAPABILITIES = ("list_snapshots", "create_snapshot", "delete_snapshot",
                          "revert_snapshot")
 CAPABILITIES = ("validate", "list_hypervisors", "list_vms", "describe", "find", "create",
                 "delete", "power", "reconfigure", "task_status", "migrate",
-                "migrate_to", "maintenance") + SNAPSHOT_CAPABILITIES
+                "migrate_to", "locate_disks", "maintenance") + SNAPSHOT_CAPABILITIES
 POWER_ACTIONS = ("on", "off", "shutdown", "reboot", "pause", "suspend")
 VM_STATES = ("running", "stopped", "paused", "suspended", "unknown")
 VM_FIELDS = ("name", "uuid", "hypervisor", "az", "state", "vcpus", "memory_mb", "disks",
@@ -497,6 +497,16 @@ class Provider:
         or None, "copied_disks": [paths on the target], "shared_disks": [paths of disks on
         storage both share, used where they are]}``."""
         raise self.unsupported("migrate_to")
+
+    def locate_disks(self, paths: list[str], witnesses: Sequence[Provider] = ()
+                     ) -> dict[str, dict[str, Any] | None]:
+        """Where this provider's host sees the disk files ``paths`` of a VM that ran elsewhere:
+        ``{path: None when it has no volume at that path, else {"pool": its storage pool,
+        "shared": True when a marker made there was found through one of ``witnesses`` (other
+        providers of the same type, tried in order until one answers), False when that
+        witness has a pool of that name that does not show it, None when no witness could
+        tell, "witness": the key of the one that told, "witness_error": why none could}}``."""
+        raise self.unsupported("locate_disks")
 
     def set_maintenance(self, hypervisor: str, enabled: bool) -> bool:
         """Put the host ``hypervisor`` of this provider in the platform's maintenance mode

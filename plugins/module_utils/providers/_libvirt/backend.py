@@ -135,7 +135,7 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
     type_name = "libvirt"
     capabilities = frozenset(("validate", "list_hypervisors", "list_vms", "describe", "create",
                               "delete", "power", "reconfigure", "find",
-                              "migrate_to") + SNAPSHOT_CAPABILITIES)
+                              "migrate_to", "locate_disks") + SNAPSHOT_CAPABILITIES)
     reconfigurable = frozenset(("vcpus", "memory_mb", "metadata", "tags", "disks", "interfaces",
                                 "autostart", "boot"))
     options = dict(Provider.options, **{
@@ -457,6 +457,14 @@ class LibvirtProvider(SharedConnectionMixin, Provider):
             return migrate_to(self, name, target, live, timeout, bandwidth_mib)
         finally:
             self._peer = None
+
+    def locate_disks(self, paths, witnesses=()):
+        """Where this host sees the disk files ``paths`` (``disk_location.py``)."""
+        # imported here: only an evacuation needs it
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.disk_location import (
+            locate_disks)
+
+        return locate_disks(self, paths, witnesses)
 
     def abandon(self):
         """Drop the connection of the abandoned call, and the target's of a migration."""
