@@ -45,6 +45,10 @@ Runs, one after the other, each in its own process:
 * ``bench_observability.py``: what the resilience_summary callback's metrics and traces cost per
   in-process task (spans sent to an OTLP/HTTP sink it runs), against the same tasks without the
   callback, as a difference and a ratio.
+* ``bench_recovery.py``: on a lab of three hypervisors of its own, 10 VMs of hv1 (some with a disk
+  on the shared pool) that hold failover reservations; hv1 powered off while the shipped rulebook
+  runs under ansible-rulebook: seconds to the event, to the fence and to every VM running on its
+  reservation's host, the grace shown apart, and whether the shared disks' data is intact.
 
 The lab must be up (``python3 lab/lab.py up``; ``make bench`` does it). Every bench's own
 markdown tables are folded into the report, after a summary of the targets.
@@ -103,6 +107,9 @@ BENCHES = (
      "community.vmware.vmware_vmotion", "bench_vmotion.py", [], ["--quick"]),
     ("observability", "Metrics and traces: the summary callback's cost per task vs the same tasks "
      "without it", "bench_observability.py", [], ["--quick"]),
+    ("recovery", "Hands-off recovery: a hypervisor powered off, its VMs running on their failover "
+     "reservations through the shipped rulebook, shared disks' data intact", "bench_recovery.py",
+     [], ["--quick"]),
 )
 
 
@@ -184,7 +191,7 @@ def targets(records):
                          "goal": "< %g ms" % row["target_ms"], "passed": row["passed"]})
     for bench in ("failover", "tasks", "inventory", "fleet", "backup", "snapshots", "proxmox",
                   "migrate",
-                  "observability"):
+                  "observability", "recovery"):
         result = (records.get(bench) or {}).get("result") or {}
         for row in result.get("targets", []):
             rows.append({"bench": bench, "name": row["name"], "measured": str(row["measured"]),
