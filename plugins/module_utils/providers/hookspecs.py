@@ -168,6 +168,11 @@ def resilient_virt_release_capacity(provider: Provider,
 #       copied_disks, shared_disks}   capability ``migrate_to``: to another provider of the same backend
 #       (libvirt: one provider per host); ``target`` is that provider, unguarded (the backend
 #       uses its connection; abandoning the call abandons it too).
+#   locate_disks(paths, witnesses) -> {path: None or {pool, shared, witness, witness_error}}
+#       capability ``locate_disks``: where this host sees the disk files of a VM that ran on a
+#       failed host, and whether their pools are proved shared through one of ``witnesses``
+#       (unguarded providers of the same backend); the evacuation of a fenced hypervisor
+#       (``_failover/evacuation.py``) defines the VM on those files. A read, guarded as one.
 #
 # What the collection does around them (``_guarded.py``): both are changing calls, guarded and
 # seen by ``resilient_virt_before_call``/``_after_call`` under their names. A retried call looks
