@@ -61,9 +61,8 @@ MUTANTS = {
         "a VM may hold two slots on one host"),
     "rule-4-sharer-on-slot-host": (
         FAILOVER + "constraints.py",
-        "        if not member_hosts.keys().isdisjoint(self._slot_hosts[uuid]):\n"
-        "            return False\n",
-        "",
+        "        return member_hosts.keys().isdisjoint(self._slot_hosts[uuid])\n",
+        "        return True\n",
         "a VM may share a slot with a VM that runs where another of its slots is"),
     "rule-5-sharers-overlap": (
         FAILOVER + "constraints.py",

@@ -31,6 +31,9 @@ __all__ = ("DependencyGraph", "remove_ineligible", "TraitNeeds", "trait_needs", 
 # reservations placed on it and those with a member running on it. Linking costs O(slots^2) and
 # asking whether a VM may join a reservation a few lookups, whatever the reservation's size.
 
+_NO_RESERVATIONS = frozenset()  # what reservations_of gives for a VM the graph does not know
+
+
 def _bump(counts, key, delta):
     value = counts.get(key, 0) + delta
     if value:
@@ -151,7 +154,8 @@ class DependencyGraph:
         return self._vm_host.get(uuid)
 
     def reservations_of(self, uuid):
-        return self._vm_res.get(uuid, set())
+        """The reservations VM ``uuid`` holds (the graph's own set: read it, do not change it)."""
+        return self._vm_res.get(uuid, _NO_RESERVATIONS)
 
     def slot_hosts(self, uuid):
         """The hosts of the reservations VM ``uuid`` holds."""
@@ -209,21 +213,24 @@ class DependencyGraph:
         return True
 
     def can_join(self, uuid, name):
-        """Fast check that VM ``uuid`` may join ``name``, given every VM now meets 1-5."""
+        """Fast check that VM ``uuid`` may join ``name``, given every VM now meets 1-5 (the
+        checks that fail most often first)."""
         host = self._vm_host.get(uuid)
         if host is None or uuid in self._members[name]:
             return False
         member_hosts = self._member_hosts[name]
-        if host in member_hosts or not self.new_slot_allowed(uuid, self._res_host[name]):
+        if host in member_hosts:
             return False
-        if not member_hosts.keys().isdisjoint(self._slot_hosts[uuid]):
+        linked = self._linked[name].keys()
+        if not linked.isdisjoint(self._running_on.get(host, ())) or \
+                not linked.isdisjoint(self._placed_on.get(host, ())):
+            return False
+        if not self.new_slot_allowed(uuid, self._res_host[name]):
             return False
         for held in self._vm_res[uuid]:
             if not member_hosts.keys().isdisjoint(self._member_hosts[held]):
                 return False
-        linked = self._linked[name].keys()
-        return linked.isdisjoint(self._placed_on.get(host, ())) and \
-            linked.isdisjoint(self._running_on.get(host, ()))
+        return member_hosts.keys().isdisjoint(self._slot_hosts[uuid])
 
     def new_slot_allowed(self, uuid, host):
         """True when VM ``uuid`` may take a slot on ``host`` as far as its own slots and
@@ -231,8 +238,8 @@ class DependencyGraph:
         own = self._vm_host.get(uuid)
         if own is None or host == own or host in self._slot_hosts[uuid]:
             return False
-        running = self._running_on.get(host, ())
-        return not any(held in running for held in self._vm_res[uuid])
+        running = self._running_on.get(host)
+        return running is None or running.keys().isdisjoint(self._vm_res[uuid])
 
 
 # -- VMs that no longer meet constraints 1-5 (see DependencyGraph) leave their reservations.

@@ -114,8 +114,9 @@ def joinable(state, vm, needs, index, skip):
     free_of_traits = not needs.required and not needs.forbidden
     multi = state.multi[vm.uuid]
     kinds = (True, False) if multi else (False, True)
+    kind_of = state.serves_multi.get
     names = (name for kind in kinds for name in index.fitting(vm.memory_mb or 0, spread=multi)
-             if name not in skip and state.serves_multi.get(name) == kind
+             if kind_of(name) == kind and name not in skip
              and may_share(state, name) and may_join(state, vm, name, needs, free_of_traits))
     if multi:
         first = list(itertools.islice(names, BRANCH_LIMIT))
