@@ -102,15 +102,15 @@ MUTANTS = {
         "the pair search closes triangles the reference system leaves open"),
     "zone-ignored": (
         FAILOVER + "slots.py",
-        "        best, best_room = None, None\n        for hv in self._zones.get(az, ()):",
-        "        best, best_room = None, None\n"
-        "        for hv in [h for hosts in self._zones.values() for h in hosts]:",
+        "        for name, free_cpu, free_mem in self._rooms_for(vm, az, needs):",
+        "        for name, free_cpu, free_mem in [room for zone in self._zones\n"
+        "                                         for room in self._rooms_for(vm, zone, needs)]:",
         "a new reservation may go to another availability zone"),
     "zone-ignored-by-greedy": (
         FAILOVER + "slots.py",
-        "        best, best_load = None, None\n        for hv in self._zones.get(az, ()):",
-        "        best, best_load = None, None\n"
-        "        for hv in [h for hosts in self._zones.values() for h in hosts]:",
+        "        for name, _free_cpu, free_mem in self._rooms_for(vm, az, needs):",
+        "        for name, _free_cpu, free_mem in [room for zone in self._zones\n"
+        "                                          for room in self._rooms_for(vm, zone, needs)]:",
         "the plain greedy may open a reservation in another availability zone"),
     "traits-ignored": (
         FAILOVER + "constraints.py",
@@ -229,8 +229,8 @@ MUTANTS = {
         "the lower bound counts twice the pairs two hosts both bar"),
     "capacity-ignored": (
         FAILOVER + "slots.py",
-        "        if free_cpu < (vm.vcpus or 0) or free_mem < (vm.memory_mb or 0):\n            return None\n",
-        "",
+        "            if name == vm.host or free_cpu < cpu or free_mem < memory:\n",
+        "            if name == vm.host:\n",
         "a new reservation may overcommit its hypervisor"),
     "fit-ignored": (
         FAILOVER + "model.py",

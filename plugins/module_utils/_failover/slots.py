@@ -42,6 +42,11 @@ class CapacityLedger:
         room = self._free.get(host)
         return None if room is None else (room[0], room[1])
 
+    def rooms(self):
+        """{host: [free cpu, free memory_mb]} as it stands, kept current by take and give_back
+        (for loops over many hosts: read it, never change it)."""
+        return self._free
+
     def take(self, host, cpu, memory_mb):
         room = self._free.get(host)
         if room is not None:
@@ -89,6 +94,7 @@ class ShareQueue:
         self._size = {}
         self._age = {}
         self._buckets = {}
+        self._walks = {}  # least_shared_first -> the names in that order, until the queue changes
 
     def __len__(self):
         return len(self._size)
@@ -97,6 +103,7 @@ class ShareQueue:
         self._size[name] = size
         age = self._age.setdefault(name, len(self._age))
         bisect.insort(self._buckets.setdefault(size, []), (age, name))
+        self._walks = {}
 
     def remove(self, name):
         size = self._size.pop(name, None)
@@ -106,6 +113,7 @@ class ShareQueue:
         del bucket[bisect.bisect_left(bucket, (self._age[name], name))]
         if not bucket:
             del self._buckets[size]
+        self._walks = {}
 
     def resize(self, name, size):
         self.remove(name)
@@ -117,15 +125,18 @@ class ShareQueue:
 
     def walk(self, least_shared_first=False):
         """Names by member count, most first; with ``least_shared_first``, the least first of
-        those with two or more members, then those with one."""
-        if least_shared_first:
-            counts = sorted(self._buckets)
-            counts = [n for n in counts if n >= 2] + [n for n in counts if n < 2]
-        else:
-            counts = sorted(self._buckets, reverse=True)
-        for count in counts:
-            for _age, name in self._buckets[count]:
-                yield name
+        those with two or more members, then those with one. Kept between changes: a zone's
+        reservations are walked once for every VM and slot."""
+        names = self._walks.get(least_shared_first)
+        if names is None:
+            if least_shared_first:
+                counts = sorted(self._buckets)
+                counts = [n for n in counts if n >= 2] + [n for n in counts if n < 2]
+            else:
+                counts = sorted(self._buckets, reverse=True)
+            names = self._walks[least_shared_first] = [
+                name for count in counts for _age, name in self._buckets[count]]
+        return iter(names)
 
 
 class ZoneIndex:
@@ -174,12 +185,12 @@ class ZoneIndex:
         return iter(self._all)
 
     def fitting(self, memory_mb, spread=False):
-        for size in self._sizes[bisect.bisect_left(self._sizes, memory_mb):]:
-            yield from self._by_size[size].walk(spread)
+        sizes = self._sizes[bisect.bisect_left(self._sizes, memory_mb):]
+        return itertools.chain.from_iterable(self._by_size[size].walk(spread) for size in sizes)
 
     def smaller(self, memory_mb, spread=False):
-        for size in reversed(self._sizes[:bisect.bisect_left(self._sizes, memory_mb)]):
-            yield from self._by_size[size].walk(spread)
+        sizes = reversed(self._sizes[:bisect.bisect_left(self._sizes, memory_mb)])
+        return itertools.chain.from_iterable(self._by_size[size].walk(spread) for size in sizes)
 
 
 # -- Choosing the hypervisor for a new reservation, and explaining when none qualifies.
@@ -194,20 +205,23 @@ class HostPicker:
         self._graph = graph
         self._one_per_host = one_per_host
         self._zones = {}
+        self._capacity = {}  # hypervisor -> its memory_mb
         for hv in sorted(hypervisors, key=lambda h: h.name):
             self._zones.setdefault(hv.az, []).append(hv)
+            self._capacity[hv.name] = hv.memory_mb
         self._closed = set()
+        self._with_traits = {}  # (zone, trait needs) -> its hypervisors with them, by name
 
     def pick(self, vm, az, needs):
         """Name of the best hypervisor, or None."""
-        best, best_room = None, None
-        for hv in self._zones.get(az, ()):
-            if hv.name in self._closed:
+        best, best_mem, best_cpu = None, None, None
+        allowed = self._graph.new_slot_allowed
+        for name, free_cpu, free_mem in self._rooms_for(vm, az, needs):
+            if name in self._closed:
                 continue
-            room = self._room_for(vm, hv, needs)
-            if room is not None and (best_room is None or room > best_room) \
-                    and self._graph.new_slot_allowed(vm.uuid, hv.name):
-                best, best_room = hv.name, room
+            if (best is None or free_mem > best_mem or (free_mem == best_mem and free_cpu > best_cpu)) \
+                    and allowed(vm.uuid, name):
+                best, best_mem, best_cpu = name, free_mem, free_cpu
         return best
 
     def least_loaded(self, vm, az, needs):
@@ -215,31 +229,36 @@ class HostPicker:
         and reservations) for its memory, the first by name on a tie, or None: the plain
         greedy's choice."""
         best, best_load = None, None
-        for hv in self._zones.get(az, ()):
-            if hv.name in self._closed or self._room_for(vm, hv, needs) is None:
+        capacity = self._capacity
+        for name, _free_cpu, free_mem in self._rooms_for(vm, az, needs):
+            if name in self._closed:
                 continue
-            load = (hv.memory_mb - self._ledger.free(hv.name)[1]) / max(1, hv.memory_mb)
+            load = (capacity[name] - free_mem) / max(1, capacity[name])
             if (best_load is None or load < best_load) \
-                    and self._graph.new_slot_allowed(vm.uuid, hv.name):
-                best, best_load = hv.name, load
+                    and self._graph.new_slot_allowed(vm.uuid, name):
+                best, best_load = name, load
         return best
 
     def closed_to(self, vm, az, needs):
         """True when a hypervisor that got a new reservation this cycle would otherwise take
         one for ``vm`` (with ``one_per_host``): the limit, not the fleet, leaves it short."""
-        return any(hv.name in self._closed and self._room_for(vm, hv, needs) is not None
-                   and self._graph.new_slot_allowed(vm.uuid, hv.name)
-                   for hv in self._zones.get(az, ()))
+        return any(name in self._closed and self._graph.new_slot_allowed(vm.uuid, name)
+                   for name, _free_cpu, _free_mem in self._rooms_for(vm, az, needs))
 
-    def _room_for(self, vm, hv, needs):
-        """(free memory, free cpu) of ``hv`` when it may hold a new reservation for ``vm`` as
-        far as host, traits and room go, else None."""
-        if hv.name == vm.host or not host_satisfies(hv.traits, needs):
-            return None
-        free_cpu, free_mem = self._ledger.free(hv.name)
-        if free_cpu < (vm.vcpus or 0) or free_mem < (vm.memory_mb or 0):
-            return None
-        return free_mem, free_cpu
+    def _rooms_for(self, vm, az, needs):
+        """(name, free cpu, free memory) of the hypervisors of ``az``, by name, that may hold a
+        new reservation for ``vm`` as far as host, traits and room go."""
+        hosts = self._with_traits.get((az, needs))
+        if hosts is None:
+            hosts = self._with_traits[(az, needs)] = [
+                hv.name for hv in self._zones.get(az, ()) if host_satisfies(hv.traits, needs)]
+        rooms = self._ledger.rooms()
+        cpu, memory = vm.vcpus or 0, vm.memory_mb or 0
+        for name in hosts:
+            free_cpu, free_mem = rooms[name]
+            if name == vm.host or free_cpu < cpu or free_mem < memory:
+                continue
+            yield name, free_cpu, free_mem
 
     def is_closed(self, host):
         """True when ``host`` got a new reservation this cycle and the limit is on."""
@@ -351,8 +370,7 @@ def slot_pairs(options, host_of, hosts_at, barred, closes):
     places = [(host_of(option), hosts_at(option), closes(option)) for option in options]
     pairs = []
     for i, (host1, at1, closes1) in enumerate(places):
-        for j in range(i + 1, len(places)):
-            host2, at2, closes2 = places[j]
+        for j, (host2, at2, closes2) in enumerate(places[i + 1:], i + 1):
             if host1 == host2 or not at1.isdisjoint(at2) or barred(options[i], options[j]):
                 continue
             pairs.append((closes1 + closes2, -len(at1) - len(at2), i, j))
