@@ -177,7 +177,7 @@ def test_each_call_is_counted_by_operation_outcome_and_duration(store):
     # each call's own time is inside the time the test measured around it (longer when the
     # process is paused outside the call on a loaded machine): the total, and each call's bin,
     # at most the test's
-    assert 0 < describe["seconds"] <= sum(waited[:3]) + 0.001
+    assert 0 < describe["seconds"] <= sum(waited[:3]) + 0.002  # three sums rounded to 1 ms
     assert describe["timeout"] == 7.0
     recorded = sorted(index for index, count in enumerate(describe["buckets"]) for _n in range(count))
     measured = sorted(len([bound for bound in DURATION_BUCKETS if bound < seconds])
