@@ -17,7 +17,12 @@ connections of the bench's own to hv2 and hv3). After the recovery, the shared d
 read back with ``qemu-io`` on the host each VM now runs on. Target (the HA issue): every VM
 running within 60 s after the grace period.
 
-    python3 bench/bench_recovery.py [--quick] [--vms N] [--grace S] [--json PATH]
+Two scenarios, each on a lab of its own: ``power-off`` as above, and ``freeze``: hv1's libvirtd
+stopped (SIGSTOP) while its guests run on, found by the source's keepalive. In both, every poll
+also counts each guest's QEMU processes on all three hypervisors (/proc): never two for one VM,
+and none on hv2 or hv3 before the fence mark (read first in each poll).
+
+    python3 bench/bench_recovery.py [--quick] [--vms N] [--grace S] [--only SCENARIO] [--json PATH]
 
 ``--quick``: 4 VMs. Prints markdown tables with the target and pass/fail; exits 0 when the bench
 ran (a missed target is reported, not an error) and 1 when it could not run.
@@ -49,12 +54,13 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.
     build_domain_xml, validate_spec)
 
 JAVA_HOMES = sorted(glob.glob("/usr/lib/jvm/java-17-openjdk-*"))
-WAIT = 600.0  # seconds for the whole recovery at most
+WAIT = 600.0  # seconds for the whole recovery of one scenario at most
 POLL = 0.2
 TARGET_AFTER_GRACE = 60.0
 PATTERN, DATA = "0x5a", "4M"
 CREATOR = "bench-recovery"
 NAMES = ("hv1", "hv2", "hv3")
+SCENARIOS = {"power-off": "hv1 powered off", "freeze": "hv1's libvirtd frozen"}
 
 
 def _in_hv(hv, *command):
@@ -141,7 +147,24 @@ def _ansible_playbook(workdir, env, tasks):
         raise BenchError("the reservations could not be made: %s" % done.stdout[-3000:])
 
 
-def _scenario(the_lab, work, args):
+def _qemu_counts(the_lab, names):
+    """{hypervisor: {name: the number of QEMU processes of that guest there}}, read in /proc."""
+    found = {}
+    for hv_name in NAMES:
+        counts = found[hv_name] = dict((name, 0) for name in names)
+        for pid in the_lab.hypervisor(hv_name).qemu_pids():
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as handle:
+                    words = handle.read().split(b"\0")
+            except OSError:
+                continue
+            for name in names:
+                if ("guest=%s" % name).encode() in b",".join(words):
+                    counts[name] += 1
+    return found
+
+
+def _scenario(the_lab, work, args, failure):
     providers = {name: dict(lab.provider_config(the_lab.hypervisor(name)), az="lab") for name in NAMES}
     db = os.path.join(work, "state.db")
     store = "sqlite://" + db
@@ -184,8 +207,11 @@ def _scenario(the_lab, work, args):
             time.sleep(POLL)
         load_before = os.getloadavg()[0]
         off = time.monotonic()
-        the_lab.down(["hv1"])
-        seen = {}
+        if failure == "freeze":
+            the_lab.freeze("hv1")  # libvirtd answers nothing; its guests run on
+        else:
+            the_lab.down(["hv1"])
+        seen, most_qemu, early = {}, 0, []
         while time.monotonic() < off + WAIT:
             now = time.monotonic() - off
             if "event" not in seen and any(
@@ -194,6 +220,12 @@ def _scenario(the_lab, work, args):
                 seen["event"] = now
             if "fenced" not in seen and _records(db, "fenced"):
                 seen["fenced"] = now
+            # read after the store: a QEMU process on a target seen before the fence mark is a
+            # restart before the fence
+            counts = _qemu_counts(the_lab, names)
+            most_qemu = max([most_qemu] + [sum(counts[hv][name] for hv in NAMES) for name in names])
+            if "fenced" not in seen:
+                early += [name for name in names if counts["hv2"][name] + counts["hv3"][name]]
             for host, uri in uris.items():
                 for name in _running(uri, names):
                     if targets[name] == host:
@@ -218,41 +250,61 @@ def _scenario(the_lab, work, args):
             "first_running_s": round(min(seen[name] for name in names), 2),
             "all_running_s": round(max(seen[name] for name in names), 2),
             "data_intact": "%d of %d" % (sum(intact.values()), len(intact)), "hosts": where,
+            "most_qemu_per_vm": most_qemu, "restarted_before_fence": sorted(set(early)),
             "load_before": round(load_before, 1), "load_after": round(os.getloadavg()[0], 1)}
+
+
+def _one(args, failure):
+    """One scenario on a lab of its own."""
+    with tempfile.TemporaryDirectory(prefix="bench-recovery-") as work:
+        the_lab = lab.Lab(os.path.join(work, "lab"))
+        the_lab.up(3, vsphere=False, proxmox=False)
+        try:
+            return _scenario(the_lab, work, args, failure)
+        finally:
+            the_lab.thaw("hv1")
+            the_lab.down()
 
 
 def run(args):
     if not JAVA_HOMES:
         raise BenchError("ansible-rulebook needs Java 17: run lab/install-deps.sh")
-    with tempfile.TemporaryDirectory(prefix="bench-recovery-") as work:
-        the_lab = lab.Lab(os.path.join(work, "lab"))
-        the_lab.up(3, vsphere=False, proxmox=False)
-        try:
-            result = _scenario(the_lab, work, args)
-        finally:
-            the_lab.down()
-    after = result["all_running_s"] - result["grace_s"]
-    result["targets"] = [{"name": "every VM running, after the grace", "measured": "%.1f s" % after,
-                          "target": "< %g s" % TARGET_AFTER_GRACE, "passed": after < TARGET_AFTER_GRACE},
-                         {"name": "data of the shared-disk VMs intact", "measured": result["data_intact"],
-                          "target": "all", "passed": result["data_intact"].split(" ", 1)[0] == str(
-                              result["shared_disk_vms"])}]
+    result = {"load_start": round(os.getloadavg()[0], 1), "scenarios": {}, "targets": []}
+    for failure in [args.only] if args.only else SCENARIOS:
+        one = result["scenarios"][failure] = _one(args, failure)
+        after = one["all_running_s"] - one["grace_s"]
+        label = SCENARIOS[failure]
+        result["targets"] += [
+            {"name": "%s: every VM running, after the grace" % label, "measured": "%.1f s" % after,
+             "target": "< %g s" % TARGET_AFTER_GRACE, "passed": after < TARGET_AFTER_GRACE},
+            {"name": "%s: data of the shared-disk VMs intact" % label, "measured": one["data_intact"],
+             "target": "all", "passed": one["data_intact"] == "%d of %d" % ((one["shared_disk_vms"],) * 2)},
+            {"name": "%s: QEMU processes of one VM at any poll" % label, "measured": one["most_qemu_per_vm"],
+             "target": "at most 1", "passed": one["most_qemu_per_vm"] <= 1},
+            {"name": "%s: VMs started elsewhere before the fence" % label,
+             "measured": len(one["restarted_before_fence"]), "target": "0",
+             "passed": not one["restarted_before_fence"]}]
+    result["load_end"] = round(os.getloadavg()[0], 1)
     return result
 
 
 def report(result):
-    print("Hands-off recovery: %d VMs on hv1 (%d with a disk on the shared pool), hv1 powered off, "
-          "the shipped rulebook under ansible-rulebook, grace %d s; load %.1f at the power-off, %.1f "
-          "at the end" % (result["vms"], result["shared_disk_vms"], result["grace_s"], result["load_before"],
-                          result["load_after"]))
-    print("\n| from the power-off to | seconds |")
-    print("|---|---:|")
+    first = next(iter(result["scenarios"].values()))
+    print("Hands-off recovery: %d VMs on hv1 (%d with a disk on the shared pool), the shipped rulebook "
+          "under ansible-rulebook, grace %d s; load %.1f at the start, %.1f at the end"
+          % (first["vms"], first["shared_disk_vms"], first["grace_s"], result["load_start"], result["load_end"]))
+    print("\n| seconds from the failure to | %s |" % " | ".join(SCENARIOS[f] for f in result["scenarios"]))
+    print("|---|%s" % ("---:|" * len(result["scenarios"])))
     for label, key in (("the event (`hypervisor_unreachable`)", "event_s"), ("fenced", "fenced_s"),
                        ("the first VM running on its reservation's host", "first_running_s"),
-                       ("every VM running on its reservation's host", "all_running_s")):
-        print("| %s | %.2f |" % (label, result[key]))
-    print("| grace period used (included above) | %d |" % result["grace_s"])
-    print("\nshared-disk data intact: %s" % result["data_intact"])
+                       ("every VM running on its reservation's host", "all_running_s"),
+                       ("grace period used (included above)", "grace_s"),
+                       ("load at the failure", "load_before")):
+        print("| %s | %s |" % (label, " | ".join("%.2f" % one[key] for one in result["scenarios"].values())))
+    for failure, one in result["scenarios"].items():
+        print("\n%s: shared-disk data intact %s; most QEMU processes of one VM at a poll: %d; VMs started "
+              "elsewhere before the fence: %s" % (SCENARIOS[failure], one["data_intact"], one["most_qemu_per_vm"],
+                                                  ", ".join(one["restarted_before_fence"]) or "none"))
     print_targets(result["targets"])
 
 
@@ -261,6 +313,7 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="4 VMs")
     parser.add_argument("--vms", type=int, default=10)
     parser.add_argument("--grace", type=int, default=10)
+    parser.add_argument("--only", choices=sorted(SCENARIOS), help="one scenario")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     if args.quick:
