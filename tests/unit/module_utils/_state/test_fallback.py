@@ -107,7 +107,7 @@ def test_a_locked_store_is_waited_on_once_and_left_untouched(tmp_path):
         for _call in range(5):
             assert policy.call(lambda: "answered") == "answered"
         took = time.monotonic() - started
-        assert 0.5 <= took < 1.5, took  # one store_timeout, then memory
+        assert 0.5 <= took < 2.4, took  # one store_timeout, then memory (five would be 2.5 s)
         assert len(warnings) == 1 and "locked" in warnings[0].message
     finally:
         locker.kill()
@@ -158,5 +158,7 @@ def test_a_frozen_store_under_the_open_policy_costs_a_share_of_the_deadline(rate
     assert Policy(store, "libvirt:hv1", settings).call(lambda: "answered") == "answered"
     took = time.monotonic() - started
     assert frozen.waited and max(frozen.waited) <= 0.5 + 1e-6, frozen.waited
-    assert took < 1.0, took
+    # far less than the store_timeout of 5 s the store would have had, with room for a loaded
+    # machine (the waits themselves are held to the share above)
+    assert took < 5.0, took
     assert len(warnings) == 1

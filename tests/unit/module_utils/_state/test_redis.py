@@ -156,7 +156,7 @@ def test_a_frozen_server_fails_within_the_store_timeout(frozen_server):
     with pytest.raises(StoreUnavailable) as info:
         store.update("t", "k", lambda cur, now: ({"n": 2}, None))
     elapsed = time.monotonic() - began
-    assert 0.9 < elapsed < 2.5, elapsed  # one socket timeout, not redis-py's retries
+    assert 0.9 < elapsed < 2.9, elapsed  # one socket timeout, not redis-py's retries (3 s and more)
     assert info.value.type == "Unavailable" and not info.value.retryable
     assert frozen_server.password not in str(info.value)
     began = time.monotonic()
