@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
+import zlib
 
 import pvesim  # lab/pvesim.py and lab/vcsim.py: this directory is on sys.path for the script
 import vcsim  # and for its importers
@@ -65,6 +66,12 @@ CONF_SETTINGS = {
     "libvirtd.conf": {"log_outputs": '"3:file:/var/log/libvirt/libvirtd.log"'},
     "virtlogd.conf": {"log_outputs": '"3:file:/var/log/libvirt/virtlogd.log"'},
 }
+# Incoming migration ports (first, end, ports per hypervisor). The lab's hypervisors share this
+# machine's network: with libvirt's one default range they would all hand QEMU the same ports,
+# and migrations into several hypervisors (of one lab, or of labs side by side) race for them
+# (QEMU: "Failed to find an available port"). Each takes a range of its own, chosen from its
+# lab's directory and its number, below the kernel's ephemeral ports (32768 and up).
+MIGRATION_PORTS = (10240, 32768, 64)
 # Directory pools of every hypervisor (name, target inside its namespace): ``default`` as on a
 # normal host, ``backups`` where the libvirt backend stores backups (provider.backup_pool),
 # ``shared`` on the lab's shared storage (SHARED_TARGET).
@@ -270,6 +277,15 @@ class Hypervisor:
                     shutil.copy2(src, etc)
         for filename, settings in CONF_SETTINGS.items():
             _set_conf(os.path.join(etc, filename), settings)
+        _set_conf(os.path.join(etc, "qemu.conf"), self.migration_ports())
+
+    def migration_ports(self):
+        """qemu.conf's incoming migration port range of this hypervisor (MIGRATION_PORTS)."""
+        first, end, size = MIGRATION_PORTS
+        run_dir = os.path.dirname(os.path.abspath(self.dir))  # one lab's hypervisors: neighbours
+        slot = (zlib.crc32(run_dir.encode()) + self.index) % ((end - first) // size)
+        low = first + slot * size
+        return {"migration_port_min": str(low), "migration_port_max": str(low + size - 1)}
 
     def launch(self):
         """Start whichever of virtlogd/libvirtd is not running; return the daemons started.

@@ -101,6 +101,17 @@ def test_pid_file_of_another_namespace_is_not_trusted(lab, lab_module, tmp_path)
     assert real.daemon_pid("libvirtd") == pid and real.state() == "running"
 
 
+def test_each_hypervisor_takes_incoming_migrations_on_ports_of_its_own(lab):
+    ranges = []
+    for name in lab.names():
+        with open(os.path.join(lab.hypervisor(name).dir, "etc", "qemu.conf")) as handle:
+            conf = dict(line.split("=", 1) for line in handle.read().splitlines()
+                        if line.startswith("migration_port_"))
+        ranges.append(range(int(conf["migration_port_min "]), int(conf["migration_port_max "]) + 1))
+    assert all(r.start > 1024 and r.stop <= 32768 for r in ranges), ranges
+    assert len(set(port for r in ranges for port in r)) == sum(len(r) for r in ranges), ranges
+
+
 def test_hypervisors_are_independent(lab, domain_xml):
     name = _unique("lab-indep")
     conn = _open(lab, "hv1")
