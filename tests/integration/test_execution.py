@@ -20,9 +20,15 @@ VOLATILE = {"uuid", "lastTransitionTime", "updated_at", "next_retry_at", "opened
             "seconds", "buckets"}  # how long the calls took
 
 
+# a hypervisor's memory (a dict with used_memory_mb): the host's MemTotal, which a memory
+# balloon changes between two runs on a virtual machine
+HOST_VOLATILE = {"memory_mb"}
+
+
 def _normal(value, suffix):
     if isinstance(value, dict):
-        return dict((key.replace(suffix, "SUFFIX"), "*" if key in VOLATILE else _normal(sub, suffix))
+        volatile = VOLATILE | HOST_VOLATILE if "used_memory_mb" in value else VOLATILE
+        return dict((key.replace(suffix, "SUFFIX"), "*" if key in volatile else _normal(sub, suffix))
                     for key, sub in value.items() if key not in ("resilient_virt_breakers",))
     if isinstance(value, list):
         return [_normal(item, suffix) for item in value]
