@@ -10,6 +10,7 @@ with redis-py.
 import json
 import os
 import sys
+import time
 
 import pytest
 import yaml
@@ -137,9 +138,16 @@ def _describe_loop(provider, resilience, calls):
         "loop": list(range(calls)), "ignore_errors": True}]
 
 
+START_LEAD = 12.0  # seconds for both runner jobs to start, on a loaded machine
+
+
 def _two_nodes_at_once(tmp_path, tasks, store_url, extravars):
     """Two runner jobs started together, each with its own private data directory and attempts
-    file; return ((runner, attempts) for each) once both have ended."""
+    file, whose tasks begin at one moment (a first task waits for it: a job may take seconds
+    longer than the other to start); return ((runner, attempts) for each) once both have ended."""
+    start_at = time.time() + START_LEAD
+    tasks = [{"name": "wait for the common start", "ansible.builtin.wait_for": {
+        "timeout": "{{ [0, %r - now().timestamp()] | max | round(0, 'ceil') | int }}" % start_at}}] + tasks
     jobs = []
     for node in ("node1", "node2"):
         attempts = str(tmp_path / ("%s-attempts.jsonl" % node))
