@@ -87,6 +87,17 @@ class SimulatedPve:
         """Run ``fn()`` on the simulator's loop in ``seconds``."""
         self.loop.call_soon_threadsafe(self.loop.call_later, seconds, fn)
 
+    def new_vm(self, name, node, status="running", **attributes):
+        """A VM of 256 MiB and one core made on the simulator, with the FakeVm ``attributes``
+        given (``lock``, ``ha_state``...); its vmid."""
+        def add():
+            vmid = max(vm.vmid for vm in self.pve.vms) + 1
+            self.pve.add_vm(vmid, name, node=node, status=status, config={"memory": 256, "cores": 1})
+            for key, value in attributes.items():
+                setattr(self.pve.vm(vmid), key, value)
+            return vmid
+        return self.call(add)
+
     def vm_id(self, name):
         """The vmid of the VM named ``name``, read by the oracle."""
         found = [r["vmid"] for r in self.oracle.cluster.resources.get(type="vm")

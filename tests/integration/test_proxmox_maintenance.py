@@ -12,15 +12,6 @@ KEY = "proxmox:pve"
 HA_STATUS = "/api2/json/cluster/ha/status/manager_status"
 
 
-def _new_vm(sim, name, node, status="running", ha=None):
-    vmid = max(vm.vmid for vm in sim.pve.vms) + 1
-
-    def add():
-        sim.pve.add_vm(vmid, name, node=node, status=status, config={"memory": 256, "cores": 1})
-        sim.pve.vm(vmid).ha_state = ha
-    sim.call(add)
-
-
 def _vm_info(sim, tmp_path, name):
     run = run_playbook(tmp_path, [play([{"name": "list", "resilient.virt.vm_info": {},
                                          "ignore_errors": True}], module_defaults={
@@ -35,14 +26,14 @@ def _ha_status_reads(sim):
 
 def test_node_in_maintenance_is_named_and_its_vms_listed(simulated_pve, tmp_path):
     sim = simulated_pve
-    _new_vm(sim, "kept1", "pve2")
-    _new_vm(sim, "near1", "pve3")
+    sim.new_vm("kept1", "pve2")
+    sim.new_vm("near1", "pve3")
     sim.call(lambda: sim.pve.maintenance.add("pve2"))
     quiet = _vm_info(sim, tmp_path, "no-ha")  # no HA resource: the HA manager is not asked
     assert not quiet.failed and _ha_status_reads(sim) == 0, quiet
     assert not [w for w in quiet.get("warnings", []) if "maintenance" in w], quiet
 
-    _new_vm(sim, "ha1", "pve1", ha="started")
+    sim.new_vm("ha1", "pve1", ha_state="started")
     listed = _vm_info(sim, tmp_path, "ha")
     assert not listed.failed, listed
     assert {vm["name"]: vm["state"] for vm in listed["vms"]}["kept1"] == "running", listed

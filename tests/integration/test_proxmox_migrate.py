@@ -13,13 +13,6 @@ from playbook_runner import play, run_playbook
 MIGRATE = "/api2/json/nodes/{node}/qemu/{vmid}/migrate"
 
 
-def _new_vm(sim, name, node, status="running"):
-    vmid = max(vm.vmid for vm in sim.pve.vms) + 1
-    sim.call(lambda: sim.pve.add_vm(vmid, name, node=node, status=status,
-                                    config={"memory": 256, "cores": 1}))
-    return vmid
-
-
 def _where(sim, name):
     [(node, status)] = [(r["node"], r["status"]) for r in sim.oracle.cluster.resources.get(type="vm")
                         if r.get("name") == name]
@@ -47,7 +40,7 @@ def _move(title, vm, target):
 
 def test_a_running_vm_moves_online_to_another_node(simulated_pve, tmp_path):
     sim = simulated_pve
-    vmid = _new_vm(sim, "web1", "pve1")
+    vmid = sim.new_vm("web1", "pve1")
     planned = _run(sim, tmp_path, [_move("plan", "web1", "pve2")], "plan", check=True).task("plan")
     assert not planned.failed and planned["changed"], planned.result
     assert _where(sim, "web1") == ("pve1", "running") and _migrations(sim) == []
@@ -69,7 +62,7 @@ def test_a_running_vm_moves_online_to_another_node(simulated_pve, tmp_path):
 
 def test_a_stopped_vm_moves_offline(simulated_pve, tmp_path):
     sim = simulated_pve
-    _new_vm(sim, "cold1", "pve1", status="stopped")
+    sim.new_vm("cold1", "pve1", status="stopped")
     moved = _run(sim, tmp_path, [_move("move", "cold1", "pve3")], "cold").task("move")
     assert not moved.failed and moved["migration"]["mode"] == "cold", moved.result
     assert _where(sim, "cold1") == ("pve3", "stopped")
@@ -79,7 +72,7 @@ def test_a_stopped_vm_moves_offline(simulated_pve, tmp_path):
 
 def test_an_offline_node_is_refused_before_anything_moves(simulated_pve, tmp_path):
     sim = simulated_pve
-    _new_vm(sim, "db1", "pve1")
+    sim.new_vm("db1", "pve1")
     sim.call(lambda: sim.pve.set_node_offline("pve3"))
     refused = _run(sim, tmp_path, [_move("move", "db1", "pve3"),
                                    _move("nowhere", "db1", "pve9")], "offline")
@@ -93,8 +86,8 @@ def test_an_offline_node_is_refused_before_anything_moves(simulated_pve, tmp_pat
 def test_a_node_is_drained_onto_the_others(simulated_pve, tmp_path):
     sim = simulated_pve
     for name in ("app1", "app2"):
-        _new_vm(sim, name, "pve2")
-    _new_vm(sim, "idle1", "pve2", status="stopped")
+        sim.new_vm(name, "pve2")
+    sim.new_vm("idle1", "pve2", status="stopped")
     drain = {"name": "drain", "resilient.virt.hypervisor": {
         "name": "pve2", "state": "maintenance", "stopped_vms": "move"}}
     drained = _run(sim, tmp_path, [drain], "drain").task("drain")

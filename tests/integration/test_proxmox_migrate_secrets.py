@@ -10,22 +10,12 @@ import uuid
 from playbook_runner import play, run_playbook
 
 
-def _new_vm(sim, name, node, lock=None):
-    vmid = max(vm.vmid for vm in sim.pve.vms) + 1
-
-    def add():
-        sim.pve.add_vm(vmid, name, node=node, status="running", config={"memory": 256, "cores": 1})
-        if lock:
-            sim.pve.vm(vmid).lock = lock
-    sim.call(add)
-
-
 def test_moves_and_their_failures_show_no_password(simulated_pve, tmp_path):
     sim = simulated_pve
     secret = sim.password
-    _new_vm(sim, "sec-ok", "pve1")
-    _new_vm(sim, "sec-locked", "pve1", lock="backup")
-    _new_vm(sim, "sec-drained", "pve3")
+    sim.new_vm("sec-ok", "pve1")
+    sim.new_vm("sec-locked", "pve1", lock="backup")
+    sim.new_vm("sec-drained", "pve3")
     sim.call(lambda: sim.pve.set_node_offline("pve2"))
     provider = dict(sim.provider, password="{{ pve_password }}")
     quick = {"retry_preset": "none"}
