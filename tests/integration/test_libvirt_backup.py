@@ -15,6 +15,7 @@ import sys
 import time
 import uuid
 import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
 
 import libvirt
 import pytest
@@ -246,6 +247,42 @@ def test_a_new_process_follows_a_backup_whose_starter_was_killed(open_guarded, c
     [volume] = status["artifact"]["location"]["volumes"]
     in_hv(hv, "qemu-img", "compare", "-U", volume["path"], disk)
     assert open_guarded().backup("backup_poll", handle=handle) == status
+
+
+def test_a_backup_is_completed_only_once_qemu_has_let_go_of_its_volumes(open_guarded, conn, hv,
+                                                                        prefix):
+    """libvirt reports a push job completed before QEMU has closed the target images (and
+    written their qcow2 metadata): the poll that writes the marker waits for the domain. QEMU is
+    stopped once the job has ended; the poll may not say completed until it runs again."""
+    vm = prefix + "-vm"
+    dom, disk = make_vm(conn, hv, vm, running=False)
+    write(hv, disk, "0x66", 0, "64M")
+    dom.create()
+    guarded = open_guarded()
+    handle = guarded.backup("backup_prepare", request={
+        "kind": "backup", "name": prefix + "-b", "vm": vm, "incremental": False, "parent": None})
+    guarded.backup("backup_start", handle=handle)
+    end = time.monotonic() + WAIT
+    while dom.jobStats(libvirt.VIR_DOMAIN_JOB_STATS_COMPLETED | libvirt.VIR_DOMAIN_JOB_STATS_KEEP_COMPLETED
+                       ).get("type") != libvirt.VIR_DOMAIN_JOB_COMPLETED:
+        assert time.monotonic() < end, "the backup job did not end"
+        time.sleep(0.05)
+    dom.blockInfo("vda")  # the test's own wait: libvirt's cleanup after the job is over
+    qemu = hv.qemu_pid(vm)
+    polls = ThreadPoolExecutor(max_workers=1)
+    os.kill(qemu, signal.SIGSTOP)
+    try:
+        poll = polls.submit(open_guarded().backup, "backup_poll", handle=handle)
+        with pytest.raises(TimeoutError):
+            poll.result(timeout=3)
+        assert volume_names(conn, "backups", prefix) == [prefix + "-b.vda.qcow2"]  # no marker
+    finally:
+        os.kill(qemu, signal.SIGCONT)
+    status = poll.result(timeout=WAIT)
+    polls.shutdown()
+    assert status["state"] == "completed", status
+    [volume] = status["artifact"]["location"]["volumes"]
+    in_hv(hv, "qemu-img", "compare", "-U", volume["path"], disk)
 
 
 def test_cancel_aborts_the_job_and_removes_what_it_made(guarded, conn, hv, prefix):

@@ -156,6 +156,18 @@ def _outcome(dom, name):
     return "failed", "the backup job failed: %s" % (stats.get("errmsg") or "libvirt gives no reason")
 
 
+def _wait_for_targets_closed(dom, handle):
+    """Return once QEMU has closed the backup's volumes. libvirt reports a push job completed
+    before it detaches the target images, and QEMU writes a qcow2 image's metadata when it
+    closes it: a volume read in between shows clusters missing. The detach runs inside a
+    domain job, so an API call that takes a query job (``blockInfo``) waits for it to end."""
+    try:
+        dom.blockInfo(handle["disks"][0]["target"])
+    except Exception as exc:
+        if not is_error(exc, "NO_DOMAIN", "INVALID_ARG", "OPERATION_INVALID"):
+            raise
+
+
 # -- prepare ------------------------------------------------------------------------------------
 def prepare_backup(session, request):
     """The handle of the backup ``request``: a push-mode job for a running VM, a copy for a
@@ -423,6 +435,7 @@ def poll_push(session, handle):
     if outcome[0] != "completed":
         _drop_checkpoint(dom, handle["checkpoint"])  # no incremental may build on it
         return poll_status(outcome[0], message=outcome[1])
+    _wait_for_targets_closed(dom, handle)
     if marker_vol is not None:  # a marker write cut short
         drop_volume(conn, marker_vol, "marker %s" % handle["marker"])
     made = [(d, find_volume(pool, d["volume"])) for d in handle["disks"]]
