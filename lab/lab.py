@@ -250,6 +250,18 @@ class Hypervisor:
     def qemu_pids(self):
         return [p for p in self.processes() if (_comm(p) or "").startswith("qemu-system")]
 
+    def qemu_pid(self, name):
+        """The pid of the QEMU process that runs domain ``name``, or None."""
+        for pid in self.qemu_pids():
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as handle:
+                    words = handle.read().split(b"\0")
+            except OSError:
+                continue
+            if any(w.split(b",", 1)[0] == b"guest=" + name.encode() for w in words):
+                return pid
+        return None
+
     def state(self):
         """``running``, ``frozen`` (libvirtd stopped by SIGSTOP) or ``stopped``."""
         pid = self.daemon_pid("libvirtd")

@@ -77,13 +77,10 @@ def running_domain(hypervisor, name):
 
 def kill_qemu(hv, name):
     """SIGKILL the QEMU process of domain ``name``: a crash libvirt did not ask for."""
-    for pid in hv.qemu_pids():
-        with open("/proc/%d/cmdline" % pid, "rb") as handle:
-            words = handle.read().split(b"\0")
-        if ("guest=%s" % name).encode() in b" ".join(words):
-            os.kill(pid, signal.SIGKILL)
-            return pid
-    raise AssertionError("no QEMU process of %s among %s" % (name, hv.qemu_pids()))
+    pid = hv.qemu_pid(name)
+    assert pid is not None, "no QEMU process of %s among %s" % (name, hv.qemu_pids())
+    os.kill(pid, signal.SIGKILL)
+    return pid
 
 
 def wait_for(what, check, timeout=WAIT):
