@@ -88,18 +88,6 @@ def running_on(uri, name):
         conn.close()
 
 
-def qemu_pid(hv, name):
-    """The pid of the QEMU process of domain ``name`` on ``hv``, or None."""
-    for pid in hv.qemu_pids():
-        try:
-            with open("/proc/%d/cmdline" % pid, "rb") as handle:
-                if ("guest=%s" % name).encode() in handle.read():
-                    return pid
-        except OSError:
-            continue
-    return None
-
-
 def started_at(pid):
     """When process ``pid`` started, in clock ticks since boot (/proc/<pid>/stat field 22)."""
     with open("/proc/%d/stat" % pid) as handle:
@@ -188,7 +176,7 @@ def test_the_rulebook_fences_a_dead_hypervisor_and_restarts_its_vms_in_priority_
     marks = list(store_records(store_url, "fenced").values())
     assert [mark["hypervisor"] for mark in marks] == ["hv1"], marks
     # started highest priority first: the QEMU processes' own start times
-    pids = {name: qemu_pid(recovery_lab.hypervisor(target[name]), name) for name in uuids}
+    pids = {name: recovery_lab.hypervisor(target[name]).qemu_pid(name) for name in uuids}
     assert sorted(uuids, key=lambda name: started_at(pids[name])) == ORDER
     [line] = [line for line in log.splitlines() if "moved, in this order" in line]
     assert sorted(ORDER, key=line.index) == ORDER, line
@@ -207,16 +195,23 @@ def test_the_rulebook_fences_a_dead_hypervisor_and_restarts_its_vms_in_priority_
     assert all(running_on(uris[target[name]], name) for name in uuids)
 
 
-def test_a_hypervisor_the_agent_cannot_prove_off_fails_and_nothing_moves(recovery_lab, lab_module, tmp_path):
+def test_a_hypervisor_the_agent_cannot_prove_off_fails_and_nothing_moves(recovery_lab, lab_module, domain_xml,
+                                                                         tmp_path):
     """hv3's libvirtd is killed, its guests live on, and the agent answers nothing: the role
-    fails at the fence, nothing is marked, evacuated or planned, and hv3's QEMU processes live."""
+    fails at the fence, nothing is marked, evacuated or planned, and hv3's QEMU processes live.
+    The test starts a guest of its own on hv3 (another test's may run on another worker)."""
     store_url = "sqlite://%s" % (tmp_path / "state.db")
     settings = recovery_vars(recovery_lab, lab_module, store_url, recovery_hypervisor="hv3",
                              recovery_grace=1, recovery_confirm_interval=1,
                              recovery_fencing_by_hypervisor={"hv3": {"type": "no_such_agent"}})
     hv3 = recovery_lab.hypervisor("hv3")
+    conn = libvirt.open(hv3.uri)
+    try:
+        conn.createXML(domain_xml("rec-unfenced-1"), 0)
+    finally:
+        conn.close()
     guests = hv3.qemu_pids()
-    assert guests, "the test before leaves VMs running on hv3"
+    assert hv3.qemu_pid("rec-unfenced-1") in guests
     recovery_lab.stop("hv3")
     try:
         run = run_playbook(tmp_path, PLAYBOOK, extra_vars=settings, env=lab_power_env(), name="unfenced")
