@@ -8,9 +8,12 @@ key ``<group>/<provider key>``): ``reachable``, ``since``, ``observed`` and ``vm
 (``{uuid: {name, state}}``). Only the holder of the lease ``<group>`` announces: it compares what
 it observed with the record, puts one event per difference, then writes the record. So a change
 is announced once however many instances watch, an instance that starts again announces
-nothing it (or another) announced before, and an instance that takes the lease over announces
+nothing it (or another) announced before but an outage that lasts, and an instance that takes the lease over announces
 what the one before it had not. An instance that dies between putting an event and writing the
 record announces that event again when it (or another) takes over: at least once, never lost.
+An instance that takes the lease anew (at its start, or from another holder) announces again,
+``repeated``, each provider its record holds unreachable and that it too finds unreachable: the
+reaction to the first event may have died with the instance that ran it (docs/ha.md).
 
 The first record of a provider is its baseline: nothing is announced for it unless the provider
 is unreachable. A VM is announced when it went from running or paused to stopped without being
@@ -47,6 +50,8 @@ class Announcer:
         self.inbox = queue.Queue()
         self.observed = {}  # key -> {"reachable", "since", "observed", "vms"}
         self.holding = False
+        self.term = None  # the lease's term this instance last held it in
+        self.repeat = set()  # keys whose unreachable record is announced again in this term
 
     def report(self, message):
         """A watcher's message (``watcher.py``); thread-safe."""
@@ -78,6 +83,9 @@ class Announcer:
             self.log("the lease %s was not renewed, so nothing is announced meanwhile: %s"
                      % (self.group, getattr(err, "message", None) or err))
         self.holding = held
+        if held and self.lease.term != self.term:  # taken anew: its reactions may have died
+            self.term = self.lease.term
+            self.repeat = set(self.providers)
         if held:  # what another holder left, or a write that failed, is announced now
             for key in list(self.observed):
                 self._announce(key)
@@ -106,7 +114,7 @@ class Announcer:
         try:
             store = self.open_store()
             record = store.get(NAMESPACE, record_key)
-            events, new = self._changes(self.providers[key], record, seen)
+            events, new = self._changes(self.providers[key], record, seen, key in self.repeat)
             for item in events:
                 if not self.lease.valid():  # renewed too late: another may act by now
                     self.holding = False
@@ -114,12 +122,14 @@ class Announcer:
                 self.emit(item)
             if new != record:
                 store.update(NAMESPACE, record_key, lambda _current, _now: (new, None))
+            self.repeat.discard(key)
         except Exception as err:  # noqa: BLE001 - logged; the next message or renewal retries
             self.log("what %s observed of %s was not announced: %s"
                      % (self.source, key, getattr(err, "message", None) or err))
 
-    def _changes(self, provider, record, seen):
-        """(events, new record) for the observation ``seen`` against ``record``."""
+    def _changes(self, provider, record, seen, repeat=False):
+        """(events, new record) for the observation ``seen`` against ``record``; ``repeat``:
+        an unreachable record that ``seen`` confirms is announced again."""
         events = []
         vms = {uuid: {"name": vm["name"], "state": vm["state"]} for uuid, vm in seen["vms"].items()}
         new = {"reachable": seen["reachable"], "since": seen["since"],
@@ -138,6 +148,9 @@ class Announcer:
                                                 seen["observed"]))
         elif not seen["reachable"]:
             new.update(since=record.get("since"), observed=record.get("observed"))
+            if repeat:
+                events.append(event.unreachable(provider, self.source, new["since"],
+                                                new["observed"], repeated=True))
         if not seen["reachable"]:
             new["vms"] = record.get("vms") or {}  # unknown while unreachable: kept as they were
             return events, new

@@ -6,8 +6,9 @@ Every event has ``type``, ``provider`` (the name of its entry of ``providers``),
 (``<type>:<name>``), ``hypervisor`` (a libvirt provider is one hypervisor: its name) and
 ``source`` (the instance that announced it). By type:
 
-* ``hypervisor_unreachable``: ``since`` (RFC 3339 UTC: when it was first seen failing) and
-  ``observed`` (how: the connection closed and why, then what a new connection answered);
+* ``hypervisor_unreachable``: ``since`` (RFC 3339 UTC: when it was first seen failing),
+  ``observed`` (how: the connection closed and why, then what a new connection answered) and
+  ``repeated`` (true when a new lease holder announces again an outage announced before);
 * ``hypervisor_reachable``: ``since`` (when it answered again), ``unreachable_since`` and
   ``outage_seconds`` (None when the outage began before anything was announced);
 * ``vm_crashed`` (QEMU died, or the guest crashed) and ``vm_stopped`` (the guest shut itself
@@ -25,9 +26,9 @@ def _base(kind, provider, source):
             "hypervisor": provider["name"], "source": source}
 
 
-def unreachable(provider, source, since, observed):
+def unreachable(provider, source, since, observed, repeated=False):
     event = _base("hypervisor_unreachable", provider, source)
-    event.update(since=format_time(since), observed=observed)
+    event.update(since=format_time(since), observed=observed, repeated=repeated)
     return event
 
 

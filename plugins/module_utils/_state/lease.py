@@ -4,7 +4,9 @@ The record ``leases/<name>`` holds ``owner``, ``until`` (epoch on the store's cl
 (when this owner took it) and ``term`` (raised at each change of owner). :meth:`Lease.hold`
 takes the lease when nobody holds it or its holder let it run out, and renews it when we hold
 it: one ``store.update``, so two processes never both get it. A holder that dies stops renewing,
-and another takes over once ``until`` has passed.
+and another takes over once ``until`` has passed. :attr:`Lease.term` is the term of our last
+hold: a holder tells a lease it took anew (it may have to redo what the one before it left) from
+one it renewed.
 
 :meth:`Lease.hold` also returns how long we may act on it, on this process's own clock: the
 lease's duration counted from before the update was sent, less :data:`MARGIN` of it, so that a
@@ -36,6 +38,7 @@ class Lease:
         self.duration = float(duration)
         self.clock = clock
         self._valid_until = 0.0  # on self.clock
+        self.term = None  # the lease's term at our last hold, None before the first
 
     def hold(self) -> bool:
         """Take or renew the lease; True when we hold it now. A store failure raises."""
@@ -49,11 +52,14 @@ class Lease:
             record = {"owner": self.owner, "until": now + self.duration,
                       "since": current["since"] if current is not None and ours else now,
                       "term": int((current or {}).get("term") or 0) + (0 if ours else 1)}
-            return record, True
+            return record, record["term"]
 
-        held = self.store.update(NAMESPACE, self.name, take)
+        term = self.store.update(NAMESPACE, self.name, take)
+        held = term is not False
+        if held:
+            self.term = term
         self._valid_until = sent + self.duration * (1 - MARGIN) if held else 0.0
-        return bool(held)
+        return held
 
     def valid(self) -> bool:
         """True while the last :meth:`hold` that took the lease lets us act."""

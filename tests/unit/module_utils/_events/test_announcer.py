@@ -135,3 +135,23 @@ def test_the_lease_is_taken_again_on_the_store_opened_after_a_failure(store):
     assert one.announcer.holding is False and "was not renewed" in one.logged[-1]
     stores.pop(0)
     assert one.take(up(1, vm("u1", "web", "running"))) == [] and one.announcer.holding is True
+
+
+def test_a_new_lease_holder_announces_an_outage_that_lasts_again_once(store):
+    """The instance that ran the reaction to an outage may have died with it: whoever takes the
+    lease anew announces the outage again, repeated, with its first since; a renewal does not."""
+    first = Instance(store, "a")
+    first.take(up(1, vm("u1", "web", "running")), ("down", KEY, 2, "eof"))
+    first.take(("down", KEY, 3, "eof"))  # renewed: the same term, nothing again
+    assert first.emitted[0]["repeated"] is False and len(first.emitted) == 1
+    first.lease.release()  # dies
+    later = Instance(store, "b")
+    assert later.take(("down", KEY, 9, "Connection refused")) == [("hypervisor_unreachable", None)]
+    again = later.emitted[0]
+    assert again["repeated"] is True and again["since"] == first.emitted[0]["since"]
+    assert again["observed"] == "eof"
+    assert later.take(("down", KEY, 10, "Connection refused")) == [("hypervisor_unreachable", None)]
+    # a provider that answers again is not repeated to the next holder
+    later.take(up(11, vm("u1", "web", "running")))
+    later.lease.release()
+    assert Instance(store, "c").take(up(12, vm("u1", "web", "running"))) == []

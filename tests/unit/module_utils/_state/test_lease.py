@@ -42,6 +42,9 @@ def test_a_holder_that_stops_renewing_is_taken_over_with_a_new_term(store):
     assert first.hold() is False
     record = store.get(NAMESPACE, "group")
     assert (record["owner"], record["term"], record["since"]) == ("b", 2, store.at)
+    assert (first.term, second.term) == (1, 2)  # each the term of its own last hold
+    second.hold()
+    assert second.term == 2  # renewed: the same term
     assert Lease(store, "group", "c", 10).holder()["owner"] == "b"
 
 
