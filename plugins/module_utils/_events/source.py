@@ -51,14 +51,17 @@ def _number_problem(name, value):
 
 
 def check_args(args):
-    """The arguments with their defaults; InvalidSpec naming every bad one and its fix."""
+    """The arguments with their defaults (an argument given as None has its default);
+    InvalidSpec naming every bad one and its fix."""
     args = dict(args or {})
     problems = []
     for name in sorted(set(args) - set(ARGUMENTS), key=str):
         problems.append({"path": str(name), "message": "%s is not an argument of "
                          "hypervisor_events; the arguments are %s"
                          % (name, ", ".join(ARGUMENTS))})
-    values = {name: args.get(name, default) for name, (default, _doc) in ARGUMENTS.items()}
+    # null takes the default: a rulebook passes its optional variables as `default(none)`
+    values = {name: default if args.get(name) is None else args[name]
+              for name, (default, _doc) in ARGUMENTS.items()}
     providers = values["providers"]
     if not isinstance(providers, dict) or not providers:
         problems.append({"path": "providers", "message": "providers is required: a dict such as "

@@ -11,6 +11,10 @@ def test_defaults_fill_what_is_not_given():
     args = check_args({"providers": {"kvm1": KVM}, "state_store": "sqlite:///tmp/x.db"})
     assert args["group"] == "hypervisor_events" and args["lease_seconds"] == 15.0
     assert (args["keepalive_interval"], args["keepalive_count"]) == (5, 3)
+    # null (a rulebook's optional variable left out) takes the default too
+    given = check_args({"providers": {"kvm1": KVM}, "keepalive_interval": None,
+                        "keepalive_count": 2, "resilience": None})
+    assert (given["keepalive_interval"], given["keepalive_count"]) == (5, 2)
 
 
 def test_every_bad_argument_is_named_at_once():
