@@ -11,7 +11,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._time import format
 from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import required_text
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import (
-    is_error)
+    error_code, is_error)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.volumes import (
     directory_pool, download, drop_volume, find_volume, upload)
 
@@ -131,9 +131,11 @@ def volumes_by_backup(pool):
 
 def list_backups(session, vm):
     """The artifacts of the backups in the backup pool (of VM ``vm`` unless None); leftovers
-    without a valid marker are listed as incomplete."""
+    without a valid marker are listed as incomplete. The pool is read again first: on shared
+    storage, another hypervisor may have written backups there since."""
     provider, conn = session.provider, session.connection
     pool = directory_pool(provider, conn, "backup_pool")
+    _read_again(pool)
     found, leftovers = [], []
     for name, group in sorted(volumes_by_backup(pool).items()):
         marker = read_marker(conn, pool, name)[1] if group["marker"] is not None else None
@@ -148,6 +150,16 @@ def list_backups(session, vm):
     if leftovers:
         _attribute(conn, leftovers)
     return [a for a in found + leftovers if vm is None or a.get("vm") == vm]
+
+
+def _read_again(pool):
+    """Refresh ``pool``; one libvirt cannot refresh now (busy: a volume being built in it) is
+    listed as libvirt last read it."""
+    try:
+        pool.refresh(0)
+    except Exception as exc:
+        if error_code(exc) is None:
+            raise
 
 
 def _leftover(pool, name, group):
