@@ -11,11 +11,9 @@ import os
 
 import libvirt
 import pytest
-import xml.etree.ElementTree as ET
 
-from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.domain import (
-    qualified)
 from backup_disks import disk_of, holds, make_vm
+from lab_domains import started_with_flavor
 from playbook_runner import play, run_playbook
 
 pytestmark = pytest.mark.lab
@@ -23,21 +21,6 @@ pytestmark = pytest.mark.lab
 LAB_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "lab")
 CREATOR = "evacdisks"
 FO = "resilient.virt.failover_reservation"
-
-
-def started_with_flavor(conn, dom):
-    """Define the stopped domain again with the metadata flavor that makes it need a
-    reservation, and without its user-mode NIC (the collection's specs name a network or a
-    bridge), and start it."""
-    root = ET.fromstring(dom.XMLDesc(0))
-    devices = root.find("devices")
-    for nic in devices.findall("interface"):
-        devices.remove(nic)
-    items = root.find("metadata/" + qualified("vm") + "/" + qualified("metadata"))
-    ET.SubElement(items, qualified("item"), key="flavor").text = "small"
-    dom = conn.defineXML(ET.tostring(root, encoding="unicode"))
-    dom.create()
-    return dom
 
 
 @pytest.fixture(scope="module")
