@@ -28,7 +28,8 @@ description:
   - O(state=evacuated) maps every VM on O(failed_hosts) to one of its own reservations on a
     surviving hypervisor (no reservation used twice) and, unless in check mode or O(execute=false),
     moves it there (vSphere - relocate; libvirt - define and start the recorded definition on the
-    target, for VMs without local disks).
+    target, for VMs without local disks; a VM with local disks opted in with
+    O(restore_from_backup) is restored from its last completed backup instead).
   - The fleet comes from providers (O(provider) or O(all_providers)) or is given with O(hypervisors) and O(vms).
 author:
   - resilient.virt developers (!UNKNOWN)
@@ -136,6 +137,24 @@ options:
     type: list
     elements: dict
     version_added: 0.4.0
+  restore_from_backup:
+    description:
+      - With O(state=evacuated), the VMs to restore from their last completed backup onto their
+        reservation's host when their disks were on the failed hypervisor's local storage -
+        C(match), a VM name glob pattern (globbing as in O(priorities)).
+      - The backup must be one the reservation's host lists itself - kept on storage it also
+        sees (libvirt - C(backup_pool) naming a directory pool on shared storage); a VM without
+        one is a failed move saying so. The VM comes back with the data of that backup - the
+        result gives its time (C(recovery_point)) and age - keeps its name and uuid, and is
+        started; a restore that fails leaves neither the VM nor its volumes on the target.
+      - A VM of which the target sees some disks but not all is never restored (its disks
+        would come back from different times).
+      - A VM no pattern matches, with disks on local storage, is a failed move, as without
+        this option.
+    type: list
+    elements: dict
+    default: []
+    version_added: 0.4.0
   execute:
     description: With O(state=evacuated), move the VMs; V(false) only returns the plan.
     type: bool
@@ -210,6 +229,20 @@ EXAMPLES = r"""
     failed_hosts: [hv1, hv2]
     allow_partial: true
   register: evacuation
+
+- name: Evacuate hv2, bringing the databases on its local disks back from their last backups
+  resilient.virt.failover_reservation:
+    all_providers: true
+    state: evacuated
+    failed_hosts: [hv2]
+    restore_from_backup:
+      - match: "db-*"
+  register: evacuation
+
+- name: Say how old the data of each restored VM is
+  ansible.builtin.debug:
+    msg: "{{ item.name }}: data of {{ item.recovery_point }} ({{ item.recovery_point_age_seconds }} s old)"
+  loop: "{{ evacuation.evacuation.moves | selectattr('action', 'equalto', 'restore') | list }}"
 
 - name: Drop all reservations of a creator
   resilient.virt.failover_reservation:
@@ -299,6 +332,32 @@ evacuation:
       the order they are carried out, and unplaced (vm, host, priority, name when known, reason).
   returned: when O(state=evacuated)
   type: dict
+  contains:
+    moves:
+      description: The moves, in the order they are carried out.
+      type: list
+      elements: dict
+      contains:
+        action:
+          description:
+            - What the move did (or, in check mode, would do) - V(migrate), V(recreate),
+              V(restore) (from the last completed backup, O(restore_from_backup)), V(none)
+              (the VM already runs on its target) or V(failed) (with C(error)).
+          type: str
+        backup:
+          description: The backup restored (its record name), when C(action=restore).
+          type: str
+        recovery_point:
+          description:
+            - When C(action=restore), when the restored backup was made (RFC 3339 UTC) - the
+              VM's data is as it was then.
+          type: str
+          sample: "2026-11-29T15:00:00Z"
+        recovery_point_age_seconds:
+          description:
+            - When C(action=restore), how old that data was when the restore was made (in
+              check mode, when it was planned), in whole seconds.
+          type: int
 ansible_facts:
   description: Facts for the fact cache and AWX.
   returned: success, unless the state store could not be read
@@ -427,6 +486,7 @@ class FailoverReservationModule(ResilientModule):
         vms=dict(type="list", elements="dict"),
         failed_hosts=dict(type="list", elements="str"),
         priorities=dict(type="list", elements="dict"),
+        restore_from_backup=dict(type="list", elements="dict", default=[]),
         execute=dict(type="bool", default=True),
         allow_partial=dict(type="bool", default=False),
         max_changes=dict(type="int", default=500),

@@ -11,6 +11,7 @@ listed, and carried out, in that order. The result is the same for the same inpu
 """
 from dataclasses import dataclass, field
 
+from ansible_collections.resilient.virt.plugins.module_utils._failover.backup_restore import restore_onto
 from ansible_collections.resilient.virt.plugins.module_utils._failover.model import vm_fits
 from ansible_collections.resilient.virt.plugins.module_utils.errors import NotFound, NotSupported, VirtError
 
@@ -119,6 +120,8 @@ def _why_unplaced(vm, held, usable, failed):
 # from the definition recorded at the last reconcile cycle and starts it, on its own disk files:
 # each must be a volume of a storage pool of the target at the very same path (the target's
 # ``locate_disks``), a pool shared with the failed host. No volume is made and nothing is copied.
+# A VM whose disks are all on the failed host's local storage is restored instead, when it is
+# opted in, from its newest completed backup the target lists (``backup_restore.py``).
 # A move that is already done (the VM runs on the target) is left alone, so running the
 # evacuation again changes nothing. The docs (ha.md) say what is proved and what is assumed.
 
@@ -141,7 +144,7 @@ def _unusable(disk, located, target):
     where = (located or {}).get(path)
     if where is None:
         return ("%s: %s has no volume at that path; it is on the failed hypervisor's local "
-                "storage (restore it from a backup)" % (path, target))
+                "storage (restore it from its last backup: restore_from_backup)" % (path, target))
     if where.get("shared") is False:
         return ("%s: pool %r of %s is not shared (a marker made there is not seen through %s); "
                 "the file there is not the failed hypervisor's disk" % (path, where["pool"], target, where["witness"]))
@@ -160,6 +163,26 @@ def disk_proofs(definition, located):
                 " (%s)" % where["witness_error"] if where.get("witness_error") else "")
         out.append({"path": path, "pool": where["pool"], "proof": proof})
     return out
+
+
+def local_disks(definition, located):
+    """The disk files of ``definition`` that are on the failed host's own storage: the target
+    has no volume at that path, or one of a pool proved not shared."""
+    return [path for path in disk_paths(definition)
+            if (located or {}).get(path) is None or located[path].get("shared") is False]
+
+
+def _restore_or_refuse(definition, located, target):
+    """None when every disk of ``definition`` is local (a restore brings all back); else
+    NotSupported: a restore would put some disks back older than the others."""
+    local, paths = local_disks(definition, located), disk_paths(definition)
+    if len(local) == len(paths):
+        return
+    raise NotSupported("%s cannot be restored from a backup on %s: %s are on storage %s sees, %s "
+                       "are not; a restore brings back every disk as it was at the backup, so it "
+                       "is made only when none is seen" % (
+                           definition["name"], target, ", ".join(p for p in paths if p not in local),
+                           target, ", ".join(local)))
 
 
 def recreate_spec(definition, located=None, target="the target"):
@@ -186,10 +209,11 @@ def _running_on(provider, name, host):
     return vm if vm.get("hypervisor") == host and vm.get("state") == "running" else False
 
 
-def execute_move(move, definition, source, target, check_mode, witnesses=()):
-    """Carry out one move; returns its outcome dict (action, the disks' proofs, and on failure
-    error). ``witnesses``: other surviving providers of the target's type, to prove its pools
-    shared."""
+def execute_move(move, definition, source, target, check_mode, witnesses=(), restore=False):
+    """Carry out one move; returns its outcome dict (action, the disks' proofs or the restore's
+    backup and recovery point, and on failure error). ``witnesses``: other surviving providers
+    of the target's type, to prove its pools shared. ``restore``: the VM is opted in to a
+    restore from its last backup when its disks are on the failed host's local storage."""
     name, host = definition["name"], move["to_host"]
     outcome = dict(move, name=name)
     try:
@@ -212,6 +236,11 @@ def execute_move(move, definition, source, target, check_mode, witnesses=()):
                     raise NotSupported("%s cannot tell whether it sees the disks of %s (%s); only VMs "
                                        "without disks can be started there" % (target.key, name, ", ".join(paths)))
                 located = target.locate_disks(paths, witnesses)
+            if restore and local_disks(definition, located):
+                _restore_or_refuse(definition, located, target.key)
+                outcome["action"] = "restore"
+                outcome.update(restore_onto(target, definition, move["vm"], check_mode))
+                return outcome
             spec = recreate_spec(definition, located, target.key)
             if paths:
                 outcome["disks"] = disk_proofs(definition, located)

@@ -10,6 +10,8 @@ backends that can hold capacity natively are kept in step with them.
 import dataclasses
 
 from ansible_collections.resilient.virt.plugins.module_utils._failover import storage
+from ansible_collections.resilient.virt.plugins.module_utils._failover.backup_restore import (
+    restores_from_backup, validate_restore_from_backup)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import (
     check_requirements_met)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.cycle_inputs import Fleet
@@ -35,11 +37,12 @@ def run_failover_reservation(params, ctx):
         check_int(params[name], name)
     given = _given(params)
     priorities = validate_priorities(params.get("priorities"))
+    restores = validate_restore_from_backup(params.get("restore_from_backup"))
     book = storage.ReservationBook(ctx.store, params["creator"])
     if params["state"] == "absent":
         return _absent(ctx, book)
     if params["state"] == "evacuated":
-        return _evacuated(params, ctx, book, given, priorities)
+        return _evacuated(params, ctx, book, given, priorities, restores)
     return _present(params, ctx, book, given)
 
 
@@ -187,7 +190,7 @@ def _absent(ctx, book):
     return result
 
 
-def _evacuated(params, ctx, book, given, priorities):
+def _evacuated(params, ctx, book, given, priorities, restores):
     stored = book.load()
     if given is not None:
         fleet = given
@@ -218,9 +221,9 @@ def _evacuated(params, ctx, book, given, priorities):
             entry["name"] = names[entry["vm"]]
     execute = params["execute"] and params["hypervisors"] is None
     if execute:
-        plan["moves"] = [_move(ctx, move, stored, params["failed_hosts"]) for move in plan["moves"]]
+        plan["moves"] = [_move(ctx, move, stored, params["failed_hosts"], restores) for move in plan["moves"]]
     failed = [move for move in plan["moves"] if move.get("action") == "failed"]
-    changed = any(move.get("action") in ("migrate", "recreate") for move in plan["moves"])
+    changed = any(move.get("action") in ("migrate", "recreate", "restore") for move in plan["moves"])
     result = dict(changed=changed, evacuation=plan, reservations=[res.to_dict() for res in stored.reservations])
     problem = _incomplete(plan, failed)
     if problem and not params["allow_partial"]:
@@ -233,7 +236,7 @@ def _evacuated(params, ctx, book, given, priorities):
     return result
 
 
-def _move(ctx, move, stored, failed_hosts):
+def _move(ctx, move, stored, failed_hosts, restores):
     definition = stored.definitions[move["vm"]]
     if move["to_host"] not in stored.owners:
         message = "no provider is recorded for %s; run state=present from providers first" % move["to_host"]
@@ -242,7 +245,8 @@ def _move(ctx, move, stored, failed_hosts):
     target = ctx.open_provider(target_ref)
     source = target if source_ref == target_ref else None
     return execute_move(move, definition, source, target, ctx.check_mode,
-                        _witnesses(ctx, stored.owners, target, failed_hosts))
+                        _witnesses(ctx, stored.owners, target, failed_hosts),
+                        restore=restores_from_backup(definition.get("name"), restores))
 
 
 def _witnesses(ctx, owners, target, failed_hosts):
