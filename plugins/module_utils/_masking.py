@@ -5,11 +5,11 @@
 A value is secret when it sits under a key whose name says so (:func:`is_secret_key`: it
 contains ``pass``, ``pwd``, ``secret``, ``token``, ``api_key``, ``apikey``, ``private_key``,
 ``credential``, ``user_data`` (cloud-init user data carries passwords and keys), or a fragment
-of a misspelt ``password``; but not ``token_id``, the id of an API token, which names the token
-as a user name does and is shown in logs by the platforms that issue it), or when it is the
-password part of
-a URL (``scheme://user:PASSWORD@host``, ``user:PASSWORD@host``, or a ``password=``/``token=``
-query parameter, also with a prefix such as ``sentinel_password=``).
+of a misspelt ``password``, or is ``kg`` (an IPMI BMC key); but not ``token_id``, the id of an
+API token, which names the token as a user name does and is shown in logs by the platforms that
+issue it), or when it is the password part of a URL (``scheme://user:PASSWORD@host``,
+``user:PASSWORD@host``, or a ``password=``/``token=`` query parameter, also with a prefix such
+as ``sentinel_password=``).
 Names decide, not the provider type, so secrets are found in a module's raw arguments before
 anything else is loaded or validated. Values shorter than :data:`MIN_LENGTH` characters are not
 treated as secrets: Ansible masks a secret wherever it appears as a substring, so a one-letter
@@ -32,6 +32,8 @@ _MARKERS = ("pass", "pasw", "pwd", "pword", "sword", "secret", "token", "api_key
             "private_key", "privatekey", "credential", "user_data")
 # names with a marker that hold no secret (the whole name, in any case)
 _NOT_SECRET = frozenset(("token_id",))
+# names without a marker that hold a secret (the whole name, in any case)
+_SECRET_NAMES = frozenset(("kg",))
 SECRET_VARIABLE_ENDINGS = ("PASSWORD", "PASSWD", "PASSPHRASE", "TOKEN", "SECRET", "API_KEY", "APIKEY",
                            "PRIVATE_KEY", "CREDENTIAL", "CREDENTIALS")
 _URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<info>[^/@\s]*)@")
@@ -42,7 +44,7 @@ _BARE_USERINFO = re.compile(r"^[^@/\s:]+:(?P<password>(?!/)[^@\s]+)@\S+$")  # us
 def is_secret_key(name):
     """True when a setting called ``name`` holds a secret (see the module docstring)."""
     key = str(name).lower()
-    return key not in _NOT_SECRET and any(marker in key for marker in _MARKERS)
+    return key in _SECRET_NAMES or (key not in _NOT_SECRET and any(marker in key for marker in _MARKERS))
 
 
 def is_secret_variable(name):

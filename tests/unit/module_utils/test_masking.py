@@ -7,7 +7,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._masking import (
 
 @pytest.mark.parametrize("key", ["password", "PASSWORD", "passwd", "pasword", "passwort",
                                  "db_pwd", "api_token", "token", "client_secret", "api_key",
-                                 "apikey", "private_key", "credentials", "sasl_passphrase"])
+                                 "apikey", "private_key", "credentials", "sasl_passphrase", "kg", "KG"])
 def test_secret_names(key):
     assert is_secret_key(key)
 
