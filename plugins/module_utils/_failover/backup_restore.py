@@ -9,7 +9,9 @@ target also sees can be restored there. The restore is the target provider's own
 hooks prepare, start and poll with kind ``restore``); the VM comes back with its name and uuid,
 its disks new volumes of the target's storage, and is started. A restore that fails is cancelled
 (its volumes removed) and a VM it defined is deleted, so nothing half-made stays on the target.
-The record name is the same for the same VM and backup, so a retried run finds its own restore.
+The record name is the same for the same VM and backup, so a retried run finds its own restore:
+its handle, kept in the state store before it starts (``restore_handles.py``), is started again
+instead of planning the restore anew.
 """
 import hashlib
 import time
@@ -87,12 +89,13 @@ def restore_record_name(backup):
     return name
 
 
-def restore_onto(target, definition, uuid, check_mode, now=None, sleep=time.sleep,
+def restore_onto(target, definition, uuid, check_mode, handles, now=None, sleep=time.sleep,
                  clock=time.monotonic):
     """Restore VM ``definition`` (its recorded dict, uuid ``uuid``) on ``target`` (a provider)
     from the newest complete backup ``target`` lists, and start it; in check mode only choose the
-    backup and plan the restore. The outcome fields (:func:`recovery_point`); VirtError when
-    there is no such backup or the restore fails."""
+    backup and plan the restore. ``handles`` (a RestoreHandles) keeps the restore's handle until
+    the VM runs; one an earlier run kept is started again. The outcome fields
+    (:func:`recovery_point`); VirtError when there is no such backup or the restore fails."""
     name = definition["name"]
     artifacts = target.backup("backup_list", vm=name)
     artifact = last_backup(artifacts, name, uuid)
@@ -104,9 +107,13 @@ def restore_onto(target, definition, uuid, check_mode, now=None, sleep=time.slee
             "reservation's host can restore it" % (target.key, name, len(
                 [a for a in artifacts or () if a.get("vm") == name])))
     fields = recovery_point(artifact, time.time() if now is None else now)
-    handle = target.backup("backup_prepare", request={
-        "kind": "restore", "name": restore_record_name(artifact["name"]), "vm": name,
-        "backup": artifact, "target": name})
+    record = restore_record_name(artifact["name"])
+    handle = handles.kept(target.key, record)
+    if handle is None:
+        handle = target.backup("backup_prepare", request={
+            "kind": "restore", "name": record, "vm": name, "backup": artifact, "target": name})
+        if not check_mode:
+            handles.keep(target.key, record, name, handle)
     if check_mode:
         return fields
     try:
@@ -117,7 +124,10 @@ def restore_onto(target, definition, uuid, check_mode, now=None, sleep=time.slee
             _undo(target, handle, name)
         except VirtError as undo:
             err.message = "%s; removing what the restore made failed too (%s)" % (err.message, undo.message)
+        else:  # nothing of it is left to resume
+            handles.forget(target.key, record)
         raise
+    handles.forget(target.key, record)
     return fields
 
 

@@ -209,11 +209,12 @@ def _running_on(provider, name, host):
     return vm if vm.get("hypervisor") == host and vm.get("state") == "running" else False
 
 
-def execute_move(move, definition, source, target, check_mode, witnesses=(), restore=False):
+def execute_move(move, definition, source, target, check_mode, witnesses=(), restores=None):
     """Carry out one move; returns its outcome dict (action, the disks' proofs or the restore's
     backup and recovery point, and on failure error). ``witnesses``: other surviving providers
-    of the target's type, to prove its pools shared. ``restore``: the VM is opted in to a
-    restore from its last backup when its disks are on the failed host's local storage."""
+    of the target's type, to prove its pools shared. ``restores``: None, or when the VM is opted
+    in to a restore from its last backup (made when its disks are on the failed host's local
+    storage) the RestoreHandles that keeps the restore's handle until the VM runs."""
     name, host = definition["name"], move["to_host"]
     outcome = dict(move, name=name)
     try:
@@ -236,10 +237,10 @@ def execute_move(move, definition, source, target, check_mode, witnesses=(), res
                     raise NotSupported("%s cannot tell whether it sees the disks of %s (%s); only VMs "
                                        "without disks can be started there" % (target.key, name, ", ".join(paths)))
                 located = target.locate_disks(paths, witnesses)
-            if restore and local_disks(definition, located):
+            if restores is not None and local_disks(definition, located):
                 _restore_or_refuse(definition, located, target.key)
                 outcome["action"] = "restore"
-                outcome.update(restore_onto(target, definition, move["vm"], check_mode))
+                outcome.update(restore_onto(target, definition, move["vm"], check_mode, restores))
                 return outcome
             spec = recreate_spec(definition, located, target.key)
             if paths:
@@ -248,6 +249,8 @@ def execute_move(move, definition, source, target, check_mode, witnesses=(), res
                 target.create(spec)
         if not done and not check_mode:
             target.power(name, "on")
+        if restores is not None and not check_mode:  # it runs: a restore kept for it is done
+            restores.forget_vm(target.key, name)
     except VirtError as err:
         outcome.update(action="failed", error=err.to_dict())
     return outcome

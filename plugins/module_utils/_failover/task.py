@@ -20,6 +20,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.evacuatio
 from ansible_collections.resilient.virt.plugins.module_utils._failover.priorities import (
     priority_of, validate_priorities)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.reconcile import run_cycle
+from ansible_collections.resilient.virt.plugins.module_utils._failover.restore_handles import RestoreHandles
 from ansible_collections.resilient.virt.plugins.module_utils._failover.settings import FailoverSettings
 from ansible_collections.resilient.virt.plugins.module_utils._input import check_int, check_text
 from ansible_collections.resilient.virt.plugins.module_utils._migration.maintenance import (
@@ -244,9 +245,9 @@ def _move(ctx, move, stored, failed_hosts, restores):
     target_ref, source_ref = stored.owners[move["to_host"]], definition.get("provider")
     target = ctx.open_provider(target_ref)
     source = target if source_ref == target_ref else None
+    handles = RestoreHandles(ctx.store) if restores_from_backup(definition.get("name"), restores) else None
     return execute_move(move, definition, source, target, ctx.check_mode,
-                        _witnesses(ctx, stored.owners, target, failed_hosts),
-                        restore=restores_from_backup(definition.get("name"), restores))
+                        _witnesses(ctx, stored.owners, target, failed_hosts), restores=handles)
 
 
 def _witnesses(ctx, owners, target, failed_hosts):
