@@ -13,7 +13,9 @@ another test left it fenced, and removes its VMs at its end. The oracles are the
 libvirt-python connections, /proc for the QEMU processes and their start times, the state
 store read with sqlite3, and the rulebooks' printed events and playbook output.
 """
+import ast
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -32,7 +34,6 @@ pytestmark = pytest.mark.lab
 NAMES = ("hv1", "hv2", "hv3")
 HV1_RECORD = "hypervisor_events/libvirt:hv1"
 FO = "resilient.virt.failover_reservation"
-UNREACHABLE = "'type': 'hypervisor_unreachable'"  # how --print-events shows such an event
 FLAP_VMS, PAIR_VMS, KILL_VMS = ["flap-1"], ["pair-1", "pair-2"], ["kill-1", "kill-2", "kill-3"]
 ALL_VMS = FLAP_VMS + PAIR_VMS + KILL_VMS
 
@@ -114,6 +115,19 @@ class Rulebook:
 
     def log(self):
         return self.log_path.read_text()
+
+    def outages(self, hypervisor="hv1"):
+        """The hypervisor_unreachable events of ``hypervisor`` it received (--print-events
+        prints each as a Python literal after a line "Event:")."""
+        printed = re.findall(r"^Event:\n(.*?)^\*{10}", self.log(), re.S | re.M)
+        events = [ast.literal_eval(text) for text in printed]
+        return [e for e in events if e["type"] == "hypervisor_unreachable" and e["hypervisor"] == hypervisor]
+
+    def reported(self, hypervisor="hv1"):
+        """True once a playbook for ``hypervisor`` reported and ended."""
+        log = self.log()
+        at = log.find('"%s: ' % hypervisor)
+        return at >= 0 and "PLAY RECAP" in log[at:]
 
     def kill(self):
         if self.process.poll() is None:
@@ -226,13 +240,13 @@ def test_a_five_second_freeze_within_the_grace_fences_nothing_and_moves_nothing(
             frozen_for = time.monotonic() - frozen_at
             wait_for("hv1 announced reachable again",
                      lambda: records(store_url, "hypervisor_events")[HV1_RECORD]["reachable"] is True)
-            wait_for("the playbook's end", lambda: "PLAY RECAP" in rulebook.log())
+            wait_for("the playbook's end", rulebook.reported)
         finally:
             rulebook.kill()
         log = rulebook.log()
         print("hv1 frozen for %.1f s, announced unreachable after %.1f s" % (frozen_for, announced))
         assert frozen_for < 15, "the freeze came near the grace (20 s): %.1f s" % frozen_for
-        assert log.count(UNREACHABLE) == 1 and "failed=0" in log, log[-4000:]
+        assert len(rulebook.outages()) == 1 and "failed=0" in log, log[-4000:]
         assert "hv1: not fenced, nothing moved" in log and "a flap, nothing fenced" in log, log[-4000:]
         assert records(store_url, "fenced") == {}
         assert hv1.daemon_pid("libvirtd") == daemon  # never powered off
@@ -268,7 +282,7 @@ def test_two_rulebooks_on_one_store_recover_a_dead_hypervisor_once(scenario_lab,
         scenario_lab.stop("hv1")  # libvirtd dies; its QEMU processes live on until the fence
         wait_for("every VM running on its reservation's host, alone", all_moved)
         all_running = time.monotonic() - killed_at
-        wait_for("the playbook's end", lambda: any("PLAY RECAP" in r.log() for r in rulebooks))
+        wait_for("the playbook's end", lambda: any(r.reported() for r in rulebooks))
         started = {name: started_at(copies(scenario_lab, name)[0][1]) for name in PAIR_VMS}
     finally:
         for rulebook in rulebooks:
@@ -277,7 +291,7 @@ def test_two_rulebooks_on_one_store_recover_a_dead_hypervisor_once(scenario_lab,
         logs = [r.log() for r in rulebooks]
         print("two rulebooks: from libvirtd killed to every VM running elsewhere: %.1f s" % all_running)
         # one instance announced, and only it ran the playbook
-        assert sorted(log.count(UNREACHABLE) for log in logs) == [0, 1], logs
+        assert sorted(len(r.outages()) for r in rulebooks) == [0, 1], logs
         assert sorted(log.count("PLAY [") for log in logs) == [0, 1], logs
         assert sum(log.count("hv1: fenced") for log in logs) == 1 and "failed=0" in "".join(logs), logs
         assert [mark["hypervisor"] for mark in records(store_url, "fenced").values()] == ["hv1"]
@@ -319,13 +333,13 @@ def test_a_rulebook_killed_mid_recovery_is_finished_by_a_new_one(scenario_lab, l
         before = moved()  # and what libvirtd of the targets started on its own since
         pids = {name: found[0][1] for name, found in before.items()}
         starts = {name: started_at(pid) for name, pid in pids.items()}
-        assert "PLAY RECAP" not in first.log() and len(pids) < len(KILL_VMS), first.log()[-4000:]
+        assert not first.reported() and len(pids) < len(KILL_VMS), first.log()[-4000:]
         assert [m["hypervisor"] for m in mark.values()] == ["hv1"]
         second = Rulebook(tmp_path, "second", settings)
         wait_for("every VM running on its reservation's host",
                  lambda: len(moved()) == len(KILL_VMS))
         finished = time.monotonic() - killed_at
-        wait_for("the new rulebook's playbook's end", lambda: "PLAY RECAP" in second.log())
+        wait_for("the new rulebook's playbook's end", second.reported)
     finally:
         for rulebook in (first, second):
             if rulebook is not None:
@@ -334,7 +348,8 @@ def test_a_rulebook_killed_mid_recovery_is_finished_by_a_new_one(scenario_lab, l
         log = second.log()
         print("killed mid-recovery with %d of %d VMs moved; every VM running after %.1f s"
               % (len(pids), len(KILL_VMS), finished))
-        assert log.count(UNREACHABLE) == 1 and "'repeated': True" in log, log[-4000:]
+        [outage], [again] = first.outages(), second.outages()
+        assert (outage["repeated"], again["repeated"], again["since"]) == (False, True, outage["since"])
         assert "failed=0" in log, log[-4000:]
         assert records(store_url, "fenced") == mark  # not fenced again
         after = {name: copies(scenario_lab, name) for name in KILL_VMS}
