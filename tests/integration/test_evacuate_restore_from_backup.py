@@ -1,20 +1,30 @@
 """Evacuating a VM whose disk is on the failed hypervisor's local storage by restoring it from its
 last backup, on a lab of two hypervisors of the test's own whose providers keep backups in the
 lab's shared pool (``backup_pool: shared``). hv1 holds the VM: pattern A written, a backup taken
-with resilient.virt.backup (and listed by hv2), pattern B written after it. hv1 is stopped and fenced with the lab's
+with resilient.virt.backup (and listed by hv2), pattern B written after it. A first evacuation
+killed during the copy is played: the restore prepared on hv2 as the evacuation prepares it, and
+volumes of its names left on hv2 holding pattern C. hv1 is stopped and fenced with the lab's
 power control, then resilient.virt.failover_reservation state=evacuated runs under a real
-ansible-playbook: without the opt-in (refused), with it in check mode, with it, and again.
+ansible-playbook: without the opt-in (refused), with it while the state store keeps no handle of
+that restore (the volumes are someone else's: refused, left alone); then, the handle kept in the
+store as the killed run kept it, in check mode, with it (it finishes that restore), and again.
 
 The oracles are the test's own: libvirt-python connections to hv2, the restored disk's data read
-with qemu-io, and the clock around the run for the recovery point's age.
+with qemu-io, the state store file read directly, and the clock around the run for the recovery
+point's age.
 """
 import os
 import time
+import xml.etree.ElementTree as ET
 
 import libvirt
 import pytest
 
+from ansible_collections.resilient.virt.plugins.module_utils._failover.backup_restore import restore_record_name
+from ansible_collections.resilient.virt.plugins.module_utils._failover.restore_handles import (
+    NAMESPACE, RestoreHandles)
 from ansible_collections.resilient.virt.plugins.module_utils._state.memory import MemoryStore
+from ansible_collections.resilient.virt.plugins.module_utils._state.sqlite import SQLiteStore
 from ansible_collections.resilient.virt.plugins.module_utils._time import parse_time
 from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import open_provider
 from backup_disks import disk_of, holds, make_vm, write
@@ -27,7 +37,7 @@ LAB_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 CREATOR = "evacrestore"
 FO = "resilient.virt.failover_reservation"
 VM = "rb-local"
-A, B, AT, LENGTH = "0x22", "0x33", "8M", "1M"
+A, B, C, AT, LENGTH = "0x22", "0x33", "0x44", "8M", "1M"
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +58,39 @@ def listed(config, vm):
         return [a["name"] for a in provider.backup("backup_list", vm=vm) if a["complete"]]
     finally:
         provider.close()
+
+
+def prepared(config, backup):
+    """(provider key, handle) of the restore of ``backup`` (a record name) onto the provider
+    ``config``, planned as the evacuation plans it."""
+    provider = open_provider(config, store=MemoryStore("evacrestore"), environ={})
+    try:
+        [artifact] = [a for a in provider.backup("backup_list", vm=VM) if a["name"] == backup]
+        return provider.key, provider.backup("backup_prepare", request={
+            "kind": "restore", "name": restore_record_name(backup), "vm": VM, "backup": artifact,
+            "target": VM})
+    finally:
+        provider.close()
+
+
+def leave_volumes(hv, handle):
+    """The volumes ``handle`` copies into, made on ``hv`` holding pattern C (what a copy cut
+    short leaves); their paths."""
+    conn = libvirt.open(hv.uri)
+    try:
+        pool = conn.storagePoolLookupByName(handle["pool"])
+        paths = []
+        for disk in handle["disks"]:
+            root = ET.Element("volume")
+            ET.SubElement(root, "name").text = disk["volume"]
+            ET.SubElement(root, "capacity", unit="MiB").text = "64"
+            ET.SubElement(ET.SubElement(root, "target"), "format", type="qcow2")
+            paths.append(pool.createXML(ET.tostring(root, encoding="unicode"), 0).path())
+    finally:
+        conn.close()
+    for path in paths:
+        write(hv, path, C, AT, LENGTH)
+    return paths
 
 
 def evacuate(name, **options):
@@ -85,6 +128,10 @@ def test_a_vm_on_local_storage_comes_back_from_its_last_backup_only_when_opted_i
     run = run_playbook(tmp_path, [play(reserve, module_defaults=defaults)], name="reserve")
     assert run.rc == 0 and run.task("reserve")["summary"]["vms_covered"] == 1, run.task("reserve")
 
+    # the run killed during the copy: its restore prepared, its volumes begun
+    target_key, handle = prepared(providers["hv2"], backup["name"])
+    leftovers = leave_volumes(hv2, handle)
+
     restore_lab.stop("hv1")  # libvirtd dies, its QEMU processes live on until the fence
     opted_in = [{"match": "rb-*"}]
     tasks = [
@@ -92,22 +139,38 @@ def test_a_vm_on_local_storage_comes_back_from_its_last_backup_only_when_opted_i
             "provider": "hv1", "state": "fenced", "grace": 0,
             "fencing": {"type": "lab_only_power", "run_dir": restore_lab.run_dir}}},
         evacuate("not opted in"),
-        dict(evacuate("planned", restore_from_backup=opted_in), check_mode=True),
-        evacuate("restored", restore_from_backup=opted_in),
-        evacuate("again", restore_from_backup=opted_in),
+        evacuate("not its volumes", restore_from_backup=opted_in),
     ]
     env = {"RESILIENT_VIRT_PLUGINS": "lab_only_power",
            "PYTHONPATH": os.pathsep.join(filter(None, [LAB_DIR, os.environ.get("PYTHONPATH")]))}
-    before = time.time()
     run = run_playbook(tmp_path, [play(tasks, module_defaults=defaults)], env=env, name="evacuate")
-    after = time.time()
     assert run.rc == 0, run
     assert run.task("fence")["hypervisor"]["fenced"] is True and hv1.qemu_pids() == []
-    [refused], [planned], [restored], [again] = (run.task(name)["evacuation"]["moves"] for name in (
-        "not opted in", "planned", "restored", "again"))
-
+    [refused], [foreign] = (run.task(name)["evacuation"]["moves"] for name in ("not opted in", "not its volumes"))
     assert refused["action"] == "failed" and refused["error"]["type"] == "NotSupported", refused
     assert local_path in refused["error"]["message"] and "local storage" in refused["error"]["message"]
+    # no handle kept for them: volumes of someone else, named and left as they are
+    assert foreign["action"] == "failed" and foreign["error"]["type"] == "Conflict", foreign
+    assert all(disk["volume"] in foreign["error"]["message"] for disk in handle["disks"]), foreign
+    assert all(holds(hv2, path, C, AT, LENGTH) for path in leftovers)
+
+    store = SQLiteStore(str(tmp_path / "state.db"))
+    try:  # kept as the killed run kept it, before it started the copy
+        RestoreHandles(store).keep(target_key, handle["name"], VM, handle)
+        tasks = [
+            dict(evacuate("planned", restore_from_backup=opted_in), check_mode=True),
+            evacuate("restored", restore_from_backup=opted_in),
+            evacuate("again", restore_from_backup=opted_in),
+        ]
+        before = time.time()
+        run = run_playbook(tmp_path, [play(tasks, module_defaults=defaults)], env=env, name="resume")
+        after = time.time()
+        assert run.rc == 0, run
+        assert store.items(NAMESPACE) == {}  # the VM runs: nothing left to resume
+    finally:
+        store.close()
+    [planned], [restored], [again] = (run.task(name)["evacuation"]["moves"] for name in (
+        "planned", "restored", "again"))
     # check mode chose the backup; the run after it still had the restore to do
     assert planned["action"] == "restore" and planned["backup"] == backup["name"], planned
     assert restored["action"] == "restore" and restored["to_host"] == "hv2", restored
@@ -125,6 +188,6 @@ def test_a_vm_on_local_storage_comes_back_from_its_last_backup_only_when_opted_i
         path = disk_of(dom)
     finally:
         conn.close()
-    assert path != local_path  # a new volume of hv2's own storage
+    assert path != local_path and path in leftovers  # hv2's own storage, the killed run's volume
     assert holds(hv2, path, "0x11", 0, "4M") and holds(hv2, path, A, AT, LENGTH)
-    assert not holds(hv2, path, B, AT, LENGTH)
+    assert not holds(hv2, path, B, AT, LENGTH) and not holds(hv2, path, C, AT, LENGTH)
