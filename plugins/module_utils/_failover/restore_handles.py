@@ -35,7 +35,7 @@ class RestoreHandles:
 
     def keep(self, provider_key, name, vm, handle):
         """Keep ``handle`` of restore ``name`` of VM ``vm`` on ``provider_key``."""
-        def write(current, now):
+        def write(_current, now):
             record = {"name": name, "vm": vm, "provider": provider_key, "handle": handle,
                       "created_at": format_time(now)}
             return record, record
