@@ -123,7 +123,7 @@ def test_what_cannot_be_fenced_says_so_and_why(emulator, caplog, tmp_path):
                                              % _free_port()), timeout=10)
     typo = fence_hypervisor("hv1", redfish(emulator, adress="x"), timeout=30)
     unset = fence_hypervisor("hv1", None)
-    nobody = fence_hypervisor("hv1", {"type": "ipmi", "password": PASSWORD})
+    nobody = fence_hypervisor("hv1", {"type": "apc_pdu", "password": PASSWORD})
     answers = [untrusted, refused, unknown, silent, typo, unset, nobody]
     assert [a["fenced"] for a in answers] == [False] * len(answers)
     assert "certificate is not trusted" in untrusted["reason"] and "fencing.ca_path" in untrusted["reason"]
@@ -132,7 +132,7 @@ def test_what_cannot_be_fenced_says_so_and_why(emulator, caplog, tmp_path):
     assert "did not answer" in silent["reason"]
     assert "fencing.adress is not a setting" in typo["reason"]
     assert "no fencing settings" in unset["reason"] and "never recovered" in unset["reason"]
-    assert "no fence agent serves fencing.type 'ipmi'" in nobody["reason"]
+    assert "no fence agent serves fencing.type 'apc_pdu'" in nobody["reason"]
     assert emulator.power(emulator.systems[0]) == "On"  # nothing was switched off
     text = repr(answers) + caplog.text
     assert PASSWORD not in text and "not-" + PASSWORD not in text

@@ -282,7 +282,7 @@ def resilient_virt_fence_hypervisor(hypervisor: str, fencing: dict[str, Any],
     Before the VMs of a hypervisor that stopped answering are started elsewhere, it must be
     fenced: a libvirtd that died or hangs may leave its guests running, and a second copy of a
     VM on the same disks destroys them. ``fencing`` is the hypervisor's fencing settings: ``type``
-    names the agent (built in: ``redfish``), the other keys are that agent's settings (an
+    names the agent (built in: ``ipmi``, ``redfish``), the other keys are that agent's settings (an
     address, credentials named as every secret is, so that they are masked; the agent refuses
     a key it does not know, naming it). ``timeout`` is the seconds the agent may take, the
     proof included; one that takes longer is not waited for, and counts as not fenced.

@@ -15,12 +15,12 @@ import time
 from ansible_collections.resilient.virt.plugins.module_utils._masking import scrub, secret_values
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import run_with_timeout
 from ansible_collections.resilient.virt.plugins.module_utils._time import format_time
-from ansible_collections.resilient.virt.plugins.module_utils.providers._fencing import redfish
+from ansible_collections.resilient.virt.plugins.module_utils.providers._fencing import ipmi, redfish
 from ansible_collections.resilient.virt.plugins.module_utils.providers._registry import plugin_manager
 
 __all__ = ("fence_hypervisor", "BUILTIN_AGENTS", "GRACE")
 
-BUILTIN_AGENTS = {"redfish": redfish}
+BUILTIN_AGENTS = {"ipmi": ipmi, "redfish": redfish}
 GRACE = 5.0  # seconds an agent may answer after its own time limit before it counts as hung
 _TEXTS = ("action", "evidence", "reason")
 

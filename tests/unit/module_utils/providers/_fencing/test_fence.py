@@ -1,4 +1,10 @@
 """fence_hypervisor: one answer whatever the agent does, fenced only when it says proven off."""
+import os
+import subprocess
+import sys
+
+from paths import COLLECTIONS
+
 from ansible_collections.resilient.virt.plugins.module_utils.providers._fencing.fence import (
     fence_hypervisor)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
@@ -45,8 +51,8 @@ def test_anything_but_a_proof_is_not_fenced_with_a_reason():
     assert vague["fenced"] is False
     silent = fence(Agent({"fenced": False}))
     assert silent["fenced"] is False and "did not say why" in silent["reason"]
-    nobody = fence(Agent(), type="ipmi")
-    assert nobody["fenced"] is False and "built in: redfish" in nobody["reason"]
+    nobody = fence(Agent(), type="apc_pdu")
+    assert nobody["fenced"] is False and "built in: ipmi, redfish" in nobody["reason"]
     assert fence_hypervisor("hv1", {})["fenced"] is False
     assert "fencing.type is required" in fence_hypervisor("hv1", {"address": "x"})["reason"]
 
@@ -57,3 +63,26 @@ def test_the_redfish_agent_refuses_bad_settings_before_any_connection():
     answer = fence_hypervisor("hv1", {"type": "redfish", "address": "https://bmc",
                                       "validate_certs": "no"})
     assert "fencing.validate_certs must be true or false" in answer["reason"]
+
+
+def test_the_ipmi_agent_refuses_bad_settings_before_any_connection():
+    def reason(**settings):
+        answer = fence_hypervisor("hv1", dict({"type": "ipmi", "address": "bmc"}, **settings))
+        assert answer["fenced"] is False
+        return answer["reason"]
+
+    assert "fencing.address is required" in reason(address="https://bmc") and "no URL" in reason(address="")
+    assert "fencing.port must be the BMC's UDP port" in reason(port=True)
+    assert "fencing.port must be the BMC's UDP port" in reason(port=70000)
+    assert "fencing.kg must be a string" in reason(kg=1234)
+    assert "fencing.user is not a setting of the ipmi agent" in reason(user="admin")
+
+
+def test_no_fence_library_is_imported_before_its_agent_is_used():
+    code = ("import sys\n"
+            "from ansible_collections.resilient.virt.plugins.module_utils.providers._fencing import fence\n"
+            "fence.fence_hypervisor('hv1', {'type': 'ipmi', 'address': 'https://bmc'})\n"
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('pyghmi', 'sushy')]\n"
+            "assert not bad, bad\n")
+    subprocess.run([sys.executable, "-c", code], check=True,
+                   env=dict(os.environ, PYTHONPATH=os.path.abspath(COLLECTIONS)))
