@@ -44,15 +44,16 @@ class Lease:
         """Take or renew the lease; True when we hold it now. A store failure raises."""
         sent = self.clock()
 
-        def take(current: Record | None, now: float) -> tuple[Record | None, bool]:
+        def take(current: Record | None, now: float) -> tuple[Record | None, int | bool]:
             ours = current is not None and current.get("owner") == self.owner
             free = current is None or ours or float(current.get("until") or 0) <= now
             if not free:
                 return current, False
+            term = int((current or {}).get("term") or 0) + (0 if ours else 1)
             record = {"owner": self.owner, "until": now + self.duration,
                       "since": current["since"] if current is not None and ours else now,
-                      "term": int((current or {}).get("term") or 0) + (0 if ours else 1)}
-            return record, record["term"]
+                      "term": term}
+            return record, term
 
         term = self.store.update(NAMESPACE, self.name, take)
         held = term is not False
