@@ -49,11 +49,13 @@ options:
   fencing:
     description:
       - "O(state=fenced) (required) - the fence agent's settings: C(type), the agent
-        (V(redfish) built in, or a plugin's, such as the lab's V(lab_only_power)), and its own
-        settings; for V(redfish) - C(address), C(username), C(password), C(system), C(ca_path),
-        C(validate_certs) (docs/ha.md)."
-      - The values of settings whose names say secret (C(password), C(token), C(secret) ...) are
-        kept out of results, logs and the state store.
+        (V(redfish) or V(ipmi) built in, or a plugin's, such as the lab's V(lab_only_power)), and
+        its own settings; for V(redfish) - C(address) (the BMC's URL), C(username), C(password),
+        C(system), C(ca_path), C(validate_certs); for V(ipmi) (IPMI 2.0 over LAN) - C(address)
+        (the BMC's host name or IP address), C(port) (UDP, default 623), C(username),
+        C(password), C(kg) (the BMC key, when the BMC has one) (docs/ha.md)."
+      - The values of settings whose names say secret (C(password), C(kg), C(token), C(secret)
+        ...) are kept out of results, logs and the state store.
     type: dict
   grace:
     description:

@@ -3,10 +3,11 @@ import os
 import subprocess
 import sys
 
+import yaml
 from paths import COLLECTIONS
 
 from ansible_collections.resilient.virt.plugins.module_utils.providers._fencing.fence import (
-    fence_hypervisor)
+    BUILTIN_AGENTS, fence_hypervisor)
 from ansible_collections.resilient.virt.plugins.module_utils.providers.hookspecs import hookimpl
 
 SECRET = "ipmi-Secret-2024"
@@ -86,3 +87,12 @@ def test_no_fence_library_is_imported_before_its_agent_is_used():
             "assert not bad, bad\n")
     subprocess.run([sys.executable, "-c", code], check=True,
                    env=dict(os.environ, PYTHONPATH=os.path.abspath(COLLECTIONS)))
+
+
+def test_the_hypervisor_module_documents_every_setting_of_the_built_in_agents():
+    from ansible_collections.resilient.virt.plugins.modules import hypervisor
+
+    text = " ".join(yaml.safe_load(hypervisor.DOCUMENTATION)["options"]["fencing"]["description"])
+    for agent, module in BUILTIN_AGENTS.items():
+        assert "V(%s)" % agent in text
+        assert [s for s in module.SETTINGS if s != "type" and "C(%s)" % s not in text] == [], agent
