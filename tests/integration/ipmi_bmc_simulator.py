@@ -4,9 +4,12 @@ state lives in a file: ``on`` or ``off``, which the tests read as their oracle a
 power the chassis on.
 
 Run it as a process of its own: ``python3 ipmi_bmc_simulator.py CONFIG`` where CONFIG is a JSON
-file with ``username``, ``password``, ``kg`` (or null), ``power_file`` and ``stuck`` (true: the
-BMC accepts power down but the power stays on, a BMC whose power control is broken). It prints
-its port on the first line of its output, then serves until it is killed.
+file with ``username``, ``password``, ``kg`` (or null), ``power_file``, ``stuck`` (true: the
+BMC accepts power down but the power stays on, a BMC whose power control is broken) and ``lab``
+(null, or ``[lab_dir, run_dir, name]``: the chassis is that lab hypervisor, whose power down is
+the lab's own ``down``, run after the BMC answered, as a real power supply takes a moment; the
+power reads off once it is done). It prints its port on the first line of its output, then
+serves until it is killed.
 
 pyghmi's server offers only cipher suite 3 (RAKP-HMAC-SHA1) but accepts any proposal; the client
 proposes SHA-256 first. The simulator refuses a proposal other than SHA-1, as a BMC without
@@ -16,6 +19,7 @@ import json
 import subprocess
 import os
 import sys
+import threading
 
 _NO_MATCHING_AUTHENTICATION = 0x11  # RMCP+ status code: the proposed algorithm is not supported
 _SHA1 = 1  # RAKP-HMAC-SHA1, the authentication algorithm of cipher suite 3
@@ -26,6 +30,15 @@ def write_power(path, state):
     with open("%s.new" % path, "w") as power:
         power.write(state)
     os.replace("%s.new" % path, path)
+
+
+def lab_power_off(lab_dir, run_dir, name, power_file):
+    """Take lab hypervisor ``name`` down (every process of its namespace killed), then read off."""
+    sys.path.insert(0, lab_dir)
+    from lab import Lab
+
+    Lab(run_dir).down([name])
+    write_power(power_file, "off")
 
 
 def serve(config):
@@ -44,7 +57,11 @@ def serve(config):
                 return power.read().strip()
 
         def power_off(self):
-            if not config["stuck"]:
+            if config["stuck"]:
+                return
+            if config.get("lab"):
+                threading.Thread(target=lab_power_off, args=config["lab"] + [config["power_file"]]).start()
+            else:
                 write_power(config["power_file"], "off")
 
         def power_on(self):
@@ -69,12 +86,13 @@ class Simulator:
     """The simulator as a process of the test's own, its files in ``directory``; :meth:`stop`
     kills it."""
 
-    def __init__(self, directory, username, password, kg=None, stuck=False, power="on"):
+    def __init__(self, directory, username, password, kg=None, stuck=False, power="on", lab=None):
         self.power_file = directory / "power"
         write_power(self.power_file, power)
         config = directory / "bmc.json"
         config.write_text(json.dumps({"username": username, "password": password, "kg": kg,
-                                      "power_file": str(self.power_file), "stuck": stuck}))
+                                      "power_file": str(self.power_file), "stuck": stuck,
+                                      "lab": lab}))
         self.log = directory / "bmc.log"
         with open(self.log, "w") as log:
             self.process = subprocess.Popen([sys.executable, __file__, str(config)],

@@ -1,13 +1,17 @@
 """The built-in IPMI fence agent against an IPMI BMC simulator (``ipmi_bmc_simulator.py``: pyghmi's
 BMC server framework in a process of its own, as no BMC runs here), over IPMI 2.0 with a
-password and a BMC key (Kg).
+password and a BMC key (Kg); once with a lab hypervisor of the test's own as the simulator's
+chassis, whose libvirtd and QEMU processes its power down really kills.
 
-Oracle: the simulator's chassis power state, read from its file (not through IPMI).
+Oracles: the simulator's chassis power state, read from its file (not through IPMI), and /proc
+for the lab's processes the test found before the fence.
 """
 import logging
+import os
 import socket
 import time
 
+import libvirt
 import pytest
 from ipmi_bmc_simulator import Simulator
 
@@ -107,3 +111,36 @@ def test_a_bmc_that_never_reports_off_is_not_fenced(stuck_bmc):
     assert answer["action"] == "power down"
     assert "still reports the power on" in answer["reason"] and "fence it by hand" in answer["reason"]
     assert stuck_bmc.power() == "on"
+
+
+@pytest.fixture(scope="module")
+def lab_bmc(tmp_path_factory, lab_module):
+    """hv1 of a lab of its own, and a BMC simulator whose chassis it is: (lab, simulator)."""
+    the_lab = lab_module.Lab(str(tmp_path_factory.mktemp("ipmilab")))
+    the_lab.up(1, vsphere=False, proxmox=False)
+    try:
+        simulator = Simulator(tmp_path_factory.mktemp("labbmc"), "admin", PASSWORD,
+                              lab=[os.path.dirname(lab_module.__file__), the_lab.run_dir, "hv1"])
+        try:
+            yield the_lab, simulator
+        finally:
+            simulator.stop()
+    finally:
+        the_lab.down()
+
+
+@pytest.mark.lab
+def test_an_ipmi_power_down_kills_the_lab_hypervisor_and_its_guests(lab_bmc, domain_xml):
+    the_lab, bmc = lab_bmc
+    hv = the_lab.hypervisor("hv1")
+    conn = libvirt.open(hv.uri)
+    try:
+        conn.defineXML(domain_xml("ipmi-fenced-guest")).create()
+    finally:
+        conn.close()
+    daemon, guests = hv.daemon_pid("libvirtd"), hv.qemu_pids()
+    assert daemon and guests
+    answer = fence_hypervisor("hv1", ipmi(bmc.port, kg=None), timeout=60)
+    assert answer["fenced"] is True and answer["action"] == "power down", answer
+    assert [pid for pid in [daemon] + guests if os.path.exists("/proc/%d" % pid)] == []
+    assert the_lab.status()[0]["state"] == "stopped"
