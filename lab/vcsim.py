@@ -19,7 +19,9 @@ instead (the settings then say ``validate_certs: false``), and ``start(..., tls=
 HTTP (``protocol: http``), for tests of what plain HTTP means.
 
 Functions for the lab: ``start(run_dir) -> provider dict``, ``stop(run_dir)``,
-``status(run_dir)``, and ``pause``/``resume`` (SIGSTOP/SIGCONT: a provider that hangs).
+``status(run_dir)``, ``pause``/``resume`` (SIGSTOP/SIGCONT: a provider that hangs), and
+``set_host_connection(settings, host, state)`` (a host that stops responding to its vCenter,
+and comes back: ``/lab/host-connection`` of ``main.go``).
 Command line: ``python3 lab/vcsim.py up|down|status|pause|resume|build [--run-dir DIR]
 [--port N] [--tls ca|self-signed|off]``; it prints the status as JSON with the password masked.
 """
@@ -466,6 +468,29 @@ def pause(run_dir=None, timeout=5.0):
 def resume(run_dir=None):
     """Thaw a paused simulator (SIGCONT)."""
     _signal(run_dir, signal.SIGCONT)
+
+
+def set_host_connection(settings, host, state):
+    """Set the ``runtime.connectionState`` of the simulated host named ``host`` (``connected``,
+    ``disconnected`` or ``notResponding``) through the simulator of ``settings`` (as
+    :func:`start` returns them)."""
+    import base64
+    import ssl
+    import urllib.parse
+
+    if settings["protocol"] == "https" and settings.get("ca_path"):
+        context = ssl.create_default_context(cafile=settings["ca_path"])
+    else:
+        context = ssl._create_unverified_context()  # plain HTTP, or self-signed: a lab call
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}),
+                                         urllib.request.HTTPSHandler(context=context))
+    token = base64.b64encode(("%s:%s" % (settings["username"], settings["password"])).encode())
+    request = urllib.request.Request(
+        "%s://%s:%s/lab/host-connection" % (settings["protocol"], settings["host"], settings["port"]),
+        data=urllib.parse.urlencode({"host": host, "state": state}).encode(),
+        headers={"Authorization": "Basic " + token.decode()}, method="POST")
+    with opener.open(request, timeout=10) as response:
+        return response.status
 
 
 def status(run_dir=None):

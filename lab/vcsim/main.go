@@ -18,6 +18,8 @@
 // simulator alone would accept any non-empty ones: see checkRESTLogin). The first line on
 // stdout is the service URL without credentials; -url-file writes the same URL to a file (mode
 // 0600, written atomically).
+// POST /lab/host-connection sets a host's runtime.connectionState (see hostConnection): what a
+// host that died shows its vCenter, which no SOAP call of the simulator can bring about.
 // SIGTERM or SIGINT stops the server and removes the simulated datastore directories.
 package main
 
@@ -595,6 +597,49 @@ func checkRESTLogin(s *simulator.Service, username, password string) {
 	}))
 }
 
+// hostConnection serves POST /lab/host-connection (basic auth with the simulator's user name and
+// password; form fields host, a host's name, and state: connected, disconnected or
+// notResponding), which sets that host's runtime.connectionState as vCenter does when it loses
+// a host (notResponding), and property collectors see the change. govmomi 0.24.2's simulator
+// implements neither DisconnectHost_Task nor ReconnectHost_Task, and no call makes a host stop
+// responding; this lab-only endpoint stands in for the host's failure and return.
+func hostConnection(s *simulator.Service, username, password string) {
+	s.Handle("/lab/host-connection", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		if !ok || subtle.ConstantTimeCompare([]byte(u), []byte(username)) != 1 ||
+			subtle.ConstantTimeCompare([]byte(p), []byte(password)) != 1 {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		state := types.HostSystemConnectionState(r.FormValue("state"))
+		switch state {
+		case types.HostSystemConnectionStateConnected, types.HostSystemConnectionStateDisconnected,
+			types.HostSystemConnectionStateNotResponding:
+		default:
+			http.Error(w, "state must be connected, disconnected or notResponding", http.StatusBadRequest)
+			return
+		}
+		for _, entity := range simulator.Map.All("HostSystem") {
+			host := entity.(*simulator.HostSystem)
+			if host.Name != r.FormValue("host") {
+				continue
+			}
+			simulator.Map.WithLock(host, func() {
+				simulator.Map.Update(host, []types.PropertyChange{
+					{Name: "runtime.connectionState", Val: state}, // summary.runtime is the same struct
+				})
+			})
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		http.Error(w, "no host of that name", http.StatusNotFound)
+	}))
+}
+
 // selfSigned makes the certificate of -tls. govmomi's default one has a 1024-bit RSA key, which
 // OpenSSL's default security level refuses, so a client could not verify it even when trusting it.
 func selfSigned() (tls.Certificate, error) {
@@ -698,6 +743,7 @@ func run(o options) error {
 	s := m.Service.NewServer()
 	defer s.Close()
 	soapFixes(m.Service)
+	hostConnection(m.Service, o.username, o.password)
 
 	if o.traits {
 		if err := setTraits(context.Background(), s.URL); err != nil {
