@@ -11,17 +11,15 @@ import glob
 import json
 import logging
 import os
-import queue
 import signal
 import sqlite3
 import subprocess
-import sys
-import threading
 import time
 
 import libvirt
 import pytest
 import yaml
+from event_source_process import SourceProcess
 from playbook_runner import local_inventory
 from playbook_runner import store_records as read_records
 from redis_server import REDIS_PASSWORD
@@ -192,33 +190,6 @@ def _epoch(text):
     from ansible_collections.resilient.virt.plugins.module_utils._time import parse_time
 
     return parse_time(text)
-
-
-class SourceProcess:
-    """A source in a process of its own (event_source_process.py); its events as dicts."""
-
-    def __init__(self, tmp_path, name, args):
-        args_file = tmp_path / ("%s.json" % name)
-        args_file.write_text(json.dumps(args))
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.path.dirname(HERE)]))
-        with open(tmp_path / ("%s.err" % name), "w") as errors:
-            self.process = subprocess.Popen(
-                [sys.executable, os.path.join(HERE, "event_source_process.py"), str(args_file)],
-                stdout=subprocess.PIPE, stderr=errors, env=env)
-        self.events = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.process.stdout:
-            self.events.put(json.loads(line))
-
-    def next_event(self):
-        return self.events.get(timeout=WAIT)
-
-    def kill(self):
-        """SIGKILL: the source dies without giving its lease up."""
-        self.process.kill()
-        self.process.wait()
 
 
 def test_two_sources_announce_once_a_hung_holder_is_taken_over_a_restart_repeats_nothing(
