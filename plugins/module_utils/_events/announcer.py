@@ -15,6 +15,10 @@ An instance that takes the lease anew (at its start, or from another holder) ann
 ``repeated``, each provider its record holds unreachable and that it too finds unreachable: the
 reaction to the first event may have died with the instance that ran it (docs/ha.md).
 
+A vSphere provider's hypervisors are its hosts, each observed and recorded under
+``<provider key>/<host name>``; a vCenter that does not answer (``unanswered``) is logged, once
+per outage, and nothing about its hosts is observed or announced until it answers again.
+
 The first record of a provider is its baseline: nothing is announced for it unless the provider
 is unreachable. A VM is announced when it went from running or paused to stopped without being
 asked (its observation's ``unasked``); a VM first seen, started, or gone is recorded silently.
@@ -23,6 +27,7 @@ import queue
 import time
 
 from ansible_collections.resilient.virt.plugins.module_utils._events import event
+from ansible_collections.resilient.virt.plugins.module_utils._time import format_time
 
 __all__ = ("Announcer", "NAMESPACE")
 
@@ -33,7 +38,8 @@ _ACTIVE = ("running", "paused")
 class Announcer:
     """Takes the watchers' messages (:meth:`report`) and announces through ``emit(event)``.
 
-    ``providers``: ``{key: {"name", "key"}}``; ``open_store()`` gives the state store;
+    ``providers``: ``{key: {"name", "key"}}`` (a host of a provider is described by its
+    provider's entry and ``hypervisor``, its name); ``open_store()`` gives the state store;
     ``lease`` a ``_state.lease.Lease``; ``source`` this instance's id; ``log(text)`` says what
     went wrong without stopping (a store that fails, a lease lost).
     """
@@ -51,7 +57,7 @@ class Announcer:
         self.observed = {}  # key -> {"reachable", "since", "observed", "vms"}
         self.holding = False
         self.term = None  # the lease's term this instance last held it in
-        self.repeat = set()  # keys whose unreachable record is announced again in this term
+        self.settled = set()  # keys announced in this term: their records are not repeated
 
     def report(self, message):
         """A watcher's message (``watcher.py``); thread-safe."""
@@ -69,10 +75,20 @@ class Announcer:
                 message = self.inbox.get(timeout=max(0.05, renew_at - time.monotonic()))
             except queue.Empty:
                 continue
-            self._observe(message)
-            self._announce(message[1])
+            self._handle(message)
         if self.holding:
             self.lease.release()
+
+    def _handle(self, message):
+        """A watcher's message observed and announced; a vCenter that does not answer is
+        logged, and its hosts are not judged meanwhile."""
+        if message[0] == "unanswered":
+            self.log("%s does not answer (since %s: %s); nothing is announced about its "
+                     "hypervisors until it answers" % (message[1], format_time(message[2]),
+                                                       message[3]))
+            return
+        self._observe(message)
+        self._announce(message[1])
 
     def _renew(self):
         try:
@@ -85,7 +101,7 @@ class Announcer:
         self.holding = held
         if held and self.lease.term != self.term:  # taken anew: its reactions may have died
             self.term = self.lease.term
-            self.repeat = set(self.providers)
+            self.settled = set()
         if held:  # what another holder left, or a write that failed, is announced now
             for key in list(self.observed):
                 self._announce(key)
@@ -114,7 +130,8 @@ class Announcer:
         try:
             store = self.open_store()
             record = store.get(NAMESPACE, record_key)
-            events, new = self._changes(self.providers[key], record, seen, key in self.repeat)
+            events, new = self._changes(self._described(key), record, seen,
+                                        key not in self.settled)
             for item in events:
                 if not self.lease.valid():  # renewed too late: another may act by now
                     self.holding = False
@@ -122,10 +139,17 @@ class Announcer:
                 self.emit(item)
             if new != record:
                 store.update(NAMESPACE, record_key, lambda _current, _now: (new, None))
-            self.repeat.discard(key)
+            self.settled.add(key)
         except Exception as err:  # noqa: BLE001 - logged; the next message or renewal retries
             self.log("what %s observed of %s was not announced: %s"
                      % (self.source, key, getattr(err, "message", None) or err))
+
+    def _described(self, key):
+        """The provider entry of ``key``; for a host, with ``hypervisor``: its name."""
+        if key in self.providers:
+            return self.providers[key]
+        provider_key, _slash, host = key.partition("/")
+        return dict(self.providers[provider_key], hypervisor=host)
 
     def _changes(self, provider, record, seen, repeat=False):
         """(events, new record) for the observation ``seen`` against ``record``; ``repeat``:

@@ -3,11 +3,13 @@
 """The events the ``hypervisor_events`` source puts on its queue, one dict each.
 
 Every event has ``type``, ``provider`` (the name of its entry of ``providers``), ``provider_key``
-(``<type>:<name>``), ``hypervisor`` (a libvirt provider is one hypervisor: its name) and
+(``<type>:<name>``), ``hypervisor`` (a libvirt provider is one hypervisor: its name; a vSphere
+provider's hypervisors are its hosts: the host's name in vCenter) and
 ``source`` (the instance that announced it). By type:
 
 * ``hypervisor_unreachable``: ``since`` (RFC 3339 UTC: when it was first seen failing),
-  ``observed`` (how: the connection closed and why, then what a new connection answered) and
+  ``observed`` (how: the connection closed and why, then what a new connection answered; for a
+  vSphere host, the connection and power state vCenter reports) and
   ``repeated`` (true when a new lease holder announces again an outage announced before);
 * ``hypervisor_reachable``: ``since`` (when it answered again), ``unreachable_since`` and
   ``outage_seconds`` (None when the outage began before anything was announced);
@@ -23,7 +25,7 @@ __all__ = ("unreachable", "reachable", "vm_stopped")
 
 def _base(kind, provider, source):
     return {"type": kind, "provider": provider["name"], "provider_key": provider["key"],
-            "hypervisor": provider["name"], "source": source}
+            "hypervisor": provider.get("hypervisor", provider["name"]), "source": source}
 
 
 def unreachable(provider, source, since, observed, repeated=False):

@@ -32,7 +32,8 @@ ARGUMENTS = {
     "group": ("hypervisor_events", "the name of the lease: instances of one group announce each "
                                    "change once"),
     "lease_seconds": (15.0, "how long the lease lasts; renewed every third of it"),
-    "keepalive_interval": (5, "seconds between libvirt keepalive messages"),
+    "keepalive_interval": (5, "seconds between libvirt keepalive messages; for vSphere, the "
+                              "longest a wait for host updates lasts"),
     "keepalive_count": (3, "keepalive messages without an answer before the connection is "
                            "closed as unreachable"),
 }

@@ -12,7 +12,10 @@ answer within ``timeout_validate`` (a frozen daemon accepts the connection and a
 nothing) is abandoned and counts as a failure.
 
 What it sees goes to ``report(message)``, one tuple each: ``("up", key, at, vms)``,
-``("down", key, since, observed)`` and ``("vm", key, at, observation)``.
+``("down", key, since, observed)`` and ``("vm", key, at, observation)``. A provider that
+manages hypervisors (vSphere: a vCenter and its hosts; the watch's ``manager``) reports each
+host under the key ``<provider key>/<host name>``, and a failure to reach the provider itself
+as ``("unanswered", key, since, observed)``, which says nothing about its hosts.
 """
 import random
 import threading
@@ -25,18 +28,25 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
 
 __all__ = ("ProviderWatcher", "watch_for", "WATCHED_TYPES")
 
-WATCHED_TYPES = ("libvirt",)
+WATCHED_TYPES = ("libvirt", "vsphere")
 _POLL = 0.5  # seconds between two looks at the stop flag while connected
 
 
-def watch_for(provider, report, keepalive_interval, keepalive_count):
-    """The backend's watch of ``provider`` (a backend Provider), reporting VM observations."""
+def watch_for(provider, report, hosts, keepalive_interval, keepalive_count):
+    """The backend's watch of ``provider`` (a backend Provider), reporting VM observations to
+    ``report(observation)`` or, for a vCenter, its hosts' verdicts to ``hosts(kind, name,
+    payload)``; ``keepalive_interval`` is also the longest a vCenter's update wait lasts."""
     if provider.type_name == "libvirt":
         # imported here: only a libvirt provider needs it, and it loads libvirt-python
         from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.events import (
             DomainWatch)
 
         return DomainWatch(provider, report, keepalive_interval, keepalive_count)
+    if provider.type_name == "vsphere":
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.events import (
+            HostWatch)
+
+        return HostWatch(provider, hosts, keepalive_interval)
     raise NotSupported("events of %s providers are not watched; the event source watches %s "
                        "providers" % (provider.type_name, ", ".join(WATCHED_TYPES)))
 
@@ -52,12 +62,27 @@ class ProviderWatcher:
         self.report = report
         self.stopping = stopping
         self.clock = clock
-        self.watch = watch_for(guarded.provider, self._vm, keepalive_interval, keepalive_count)
+        self.watch = watch_for(guarded.provider, self._vm, self._host, keepalive_interval,
+                               keepalive_count)
         self.thread = threading.Thread(target=self.run, name="resilient-virt:watch %s" % self.key,
                                        daemon=True)
 
     def _vm(self, observation):
         self.report(("vm", self.key, self.clock(), observation))
+
+    def _host(self, kind, name, payload):
+        self.report((kind, "%s/%s" % (self.key, name), self.clock(), payload))
+
+    def _unreachable(self, since, observed):
+        """The provider does not answer: it is down, or, a manager, unanswered."""
+        self.report(("unanswered" if self.watch.manager else "down", self.key, since, observed))
+
+    def _connected(self, found):
+        if self.watch.manager:
+            for kind, name, payload in found:
+                self._host(kind, name, payload)
+        else:
+            self.report(("up", self.key, self.clock(), found))
 
     def _classify(self, exc):
         return classify(exc, (self.guarded.provider.classify_error,))
@@ -72,7 +97,7 @@ class ProviderWatcher:
             except BreakerOpen as err:
                 if down_since is None:
                     down_since = self.clock()
-                    self.report(("down", self.key, down_since, err.message))
+                    self._unreachable(down_since, err.message)
                 self.stopping.wait(max(_POLL, err.half_open_at - time.time()))
                 continue
             except StoreUnavailable:
@@ -90,13 +115,13 @@ class ProviderWatcher:
                     down_since = closed[0] if closed else self.clock()
                     observed = err.message if not closed else "%s; reconnecting: %s" % (
                         closed[1], err.message)
-                    self.report(("down", self.key, down_since, observed))
+                    self._unreachable(down_since, observed)
                 delay = backoff_delay(failures, self.settings.retry)
                 self.stopping.wait(delay + random.uniform(0.0, JITTER * delay))
                 continue
             self._verdict(breaker.on_success, permit)
             failures, down_since, closed = 0, None, None
-            self.report(("up", self.key, self.clock(), vms))
+            self._connected(vms)
             while not self.watch.closed.wait(_POLL):
                 if self.stopping.is_set():
                     break

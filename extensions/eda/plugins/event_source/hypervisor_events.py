@@ -2,13 +2,21 @@
 
 Arguments (``docs/ha.md`` says more):
 
-providers: {name: provider settings}, as the modules' ``providers`` option (libvirt providers)
+providers: {name: provider settings}, as the modules' ``providers`` option (libvirt and vSphere
+    providers; a vSphere provider's hypervisors are its hosts)
 state_store: the state store URL every instance of a group shares (default as the modules')
 resilience: the modules' resilience settings: backoff between reconnects, circuit breaker,
     timeout_validate for each connect
 group: the lease's name (default hypervisor_events): instances of a group announce once
 lease_seconds: how long the lease lasts (default 15)
-keepalive_interval, keepalive_count: libvirt keepalive (default 5 s, 3 unanswered)
+keepalive_interval, keepalive_count: libvirt keepalive (default 5 s, 3 unanswered); for
+    vSphere, keepalive_interval is the longest a wait for host updates lasts
+
+A libvirt provider is one hypervisor: unreachable when its daemon does not answer. A vSphere
+host is unreachable when its vCenter reports it ``notResponding`` (not when an administrator
+disconnected it, nor when vCenter powered it off or put it in standby); a vCenter that does not
+answer is logged, and nothing is announced about its hosts until it answers again. VMs that
+stop unasked are announced for libvirt providers only.
 
 Events: ``hypervisor_unreachable``, ``hypervisor_reachable``, ``vm_crashed``, ``vm_stopped``
 (their fields: ``plugins/module_utils/_events/event.py``).
@@ -19,6 +27,8 @@ Example::
       - resilient.virt.hypervisor_events:
           providers:
             kvm1: {type: libvirt, uri: "qemu+ssh://root@kvm1/system"}
+            vc1: {type: vsphere, host: vcenter.example.com, username: "{{ vc_user }}",
+                  password: "{{ vc_password }}"}
           state_store: "redis://redis.example.com:6379/0"
 """
 import asyncio

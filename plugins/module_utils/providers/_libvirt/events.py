@@ -92,8 +92,11 @@ class DomainWatch:
     """The connection of ``provider`` (a LibvirtProvider kept for this watch alone), watched.
 
     :meth:`connect` opens it and returns the domains as they are; :attr:`closed` is set when
-    the connection closes for any reason, :attr:`close_reason` then says why.
+    the connection closes for any reason, :attr:`close_reason` then says why. ``manager``: the
+    connection is the hypervisor's own, so failing to reach it is the hypervisor's outage.
     """
+
+    manager = False
 
     def __init__(self, provider, report, keepalive_interval=5, keepalive_count=3):
         self.provider = provider

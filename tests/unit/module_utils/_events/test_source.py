@@ -19,12 +19,12 @@ def test_defaults_fill_what_is_not_given():
 
 def test_every_bad_argument_is_named_at_once():
     with pytest.raises(InvalidSpec) as caught:
-        check_args({"providers": {"kvm1": KVM, "vc": {"type": "vsphere"}, "bad": "x"},
+        check_args({"providers": {"kvm1": KVM, "pve": {"type": "proxmox"}, "bad": "x"},
                     "lease_seconds": 0, "keepalive_count": 1.5, "group": "", "provider": {}})
     paths = sorted(e["path"] for e in caught.value.details["errors"])
     assert paths == ["group", "keepalive_count", "lease_seconds", "provider", "providers.bad",
-                     "providers.vc.type"]
-    assert "the events of libvirt providers are watched" in caught.value.message
+                     "providers.pve.type"]
+    assert "the events of libvirt, vsphere providers are watched" in caught.value.message
 
 
 def test_providers_are_required_and_the_store_url_is_checked():
