@@ -24,7 +24,10 @@ description:
     hypervisor must stay unreachable for O(grace) seconds from O(unreachable_since) (else from
     the task's start), checked every O(confirm_interval) seconds on a new connection of the task's
     own (not the event source's), and once more after the grace. One check that answers ends
-    the task with nothing done (a flap, RV(hypervisor.reachable) true). Then the fence agent of
+    the task with nothing done (a flap, RV(hypervisor.reachable) true). A vSphere host is
+    checked through its vCenter (unreachable when vCenter reports it not connected); when
+    vCenter itself does not answer the last check, the task fails with nothing fenced
+    (RV(hypervisor.reachable) null). Then the fence agent of
     O(fencing) must prove it off; when it cannot, the task fails with the agent's reason and
     nothing is marked - a hypervisor that cannot be fenced is never recovered automatically.
     A fenced hypervisor is marked fenced in the state store: the modules that place VMs and
@@ -230,7 +233,8 @@ hypervisor:
     reachable:
       description:
         - O(state=fenced) - what the last check found - true when the hypervisor answered (a
-          flap - nothing fenced), false when it did not.
+          flap - nothing fenced), false when it did not, null when it could not ask (a vSphere
+          host whose vCenter did not answer - nothing fenced).
       type: bool
       returned: when O(state=fenced)
     reason:

@@ -1,7 +1,9 @@
 """The hypervisor_events source on a vSphere simulator of the test's own (govmomi's vcsim): a
 host that stops responding to its vCenter is announced once, by the source holding the lease
-(the other one first hangs holding it), and back once; a
-vCenter that answers nothing is logged, and nothing is announced about its hosts.
+(the other one first hangs holding it), and back once; a vCenter that answers nothing is
+logged, and nothing is announced about its hosts. The confirm step (resilient.virt.hypervisor
+state=fenced, in check mode: nothing fenced) asks vCenter: a host it reports lost is confirmed,
+one it reaches is a flap, and a frozen vCenter confirms nothing.
 
 The simulator's ``/lab/host-connection`` (lab/vcsim/main.go) sets a host's connection state as
 vCenter does when it loses the host; the oracle is what the test set there, and the
@@ -16,7 +18,7 @@ import time
 import pytest
 from event_source_process import SourceProcess
 from own_simulator import BIN_DIR, vcsim
-from playbook_runner import store_records
+from playbook_runner import play, run_playbook, store_records
 from pyVmomi import vim
 from simulator_session import Simulator
 
@@ -144,3 +146,38 @@ def test_a_vcenter_that_answers_nothing_is_no_host_outage(sim, tmp_path):
     assert printed == []
     assert "nothing is announced about its hypervisors until it answers" in logged
     assert settings["password"] not in logged
+
+
+def _fenced(name):
+    return {"name": name, "resilient.virt.hypervisor": {
+        "name": name, "state": "fenced", "grace": 1, "confirm_interval": 0.5,
+        "fencing": {"type": "redfish", "address": "https://bmc.invalid", "username": "u",
+                    "password": "p"}}, "ignore_errors": True}
+
+
+def test_the_confirm_step_asks_vcenter_and_a_frozen_vcenter_confirms_nothing(sim, tmp_path):
+    run_dir, settings = sim
+    defaults = {"provider": dict(settings, timeout=3), "state_store": "sqlite://%s" % (
+        tmp_path / "s.db")}
+    vcsim.set_host_connection(settings, HOST, "notResponding")
+    try:
+        run = run_playbook(tmp_path, [play([_fenced(HOST), _fenced("DC0_C0_H1")],
+                                           module_defaults=defaults)], check=True, name="confirm")
+        vcsim.pause(run_dir)
+        try:
+            frozen = run_playbook(tmp_path, [play([_fenced(HOST)], module_defaults=defaults)],
+                                  check=True, name="frozen")
+        finally:
+            vcsim.resume(run_dir)
+    finally:
+        vcsim.set_host_connection(settings, HOST, "connected")
+    lost, flap = run.task(HOST), run.task("DC0_C0_H1")
+    assert not lost.failed and lost["changed"], run.describe()
+    assert lost["hypervisor"]["reachable"] is False and lost["fence"] is None
+    assert "reports hypervisor %s disconnected" % HOST in lost["hypervisor"]["reason"]
+    assert "would fence" in lost["hypervisor"]["reason"]
+    assert flap["hypervisor"]["reachable"] is True and not flap["changed"], run.describe()
+    unknown = frozen.task(HOST)
+    assert unknown.failed and "is not confirmed unreachable" in unknown["msg"], frozen.describe()
+    assert unknown["hypervisor"]["reachable"] is None and unknown["fence"] is None
+    assert settings["password"] not in run.output + frozen.output

@@ -6,6 +6,9 @@ it, and mark it fenced (docs/ha.md#confirm-and-fence-state-fenced).
 :func:`run_fenced` looks first: a hypervisor already marked fenced is checked once and left
 alone. Otherwise it waits out the grace, checking the hypervisor every ``confirm_interval``
 seconds (``confirm.py``); a check that answers ends the task with nothing done (a flap). A
+host of a manager (vSphere) is checked through its manager: unreachable when the manager
+reports it so; a manager that does not answer decides nothing, and when the last check is one
+the task fails with nothing fenced (its hosts may well run). A
 hypervisor still unreachable after the grace is fenced (``fence_hypervisor()``, the hook
 ``resilient_virt_fence_hypervisor``); only an agent that proved it off leads to the mark (kind
 ``fenced`` of ``maintenance.py``), which the tasks that place VMs and reservations honour as
@@ -24,11 +27,11 @@ from ansible_collections.resilient.virt.plugins.module_utils._convert import par
 from ansible_collections.resilient.virt.plugins.module_utils._input import Problems, check_text
 from ansible_collections.resilient.virt.plugins.module_utils._migration import maintenance
 from ansible_collections.resilient.virt.plugins.module_utils._migration.confirm import (
-    confirm_unreachable)
+    Undecided, confirm_unreachable)
 from ansible_collections.resilient.virt.plugins.module_utils._state.memory import MemoryStore
 from ansible_collections.resilient.virt.plugins.module_utils._time import format_time, parse_time
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    Conflict, VirtError, field_error)
+    Conflict, Unavailable, VirtError, field_error)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._fencing.fence import (
     fence_hypervisor)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._guarded import (
@@ -80,7 +83,8 @@ def _fenced_name(source, name):
 
 
 def _check(ctx, name, whole):
-    """A check of ``name``: None when it answers on a new connection, else why not."""
+    """A check of ``name``: None when it answers on a new connection, else why not; Undecided
+    when ``name`` is a host of a manager that did not answer."""
 
     def check():
         opened = ctx.open_provider()
@@ -91,7 +95,12 @@ def _check(ctx, name, whole):
             if whole:
                 fresh.validate()
                 return None
-            hosts = [h for h in fresh.list_hypervisors() if h["name"] == name]
+            try:
+                listed = fresh.list_hypervisors()
+            except VirtError as err:  # the manager, not the host, did not answer
+                raise Undecided("%s could not be asked: %s: %s" % (opened.key, err.type,
+                                                                   err.message)) from None
+            hosts = [h for h in listed if h["name"] == name]
             if not hosts:
                 return "%s lists no hypervisor %r" % (opened.key, name)
             if hosts[0].get("state") in UNANSWERED_STATES:
@@ -140,6 +149,15 @@ def run_fenced(params, ctx, clock=time.time, sleep=time.sleep):
     if verdict.reachable:
         hypervisor["reason"] = "reachable again at %s; a flap, nothing fenced" % format_time(verdict.at)
         return result
+    if verdict.reachable is None:
+        hypervisor["reason"] = "not confirmed at %s (%s); nothing fenced" % (
+            format_time(verdict.at), verdict.error)
+        err = Unavailable("hypervisor %s of %s is not confirmed unreachable: the last check, at "
+                          "%s, could not ask (%s); nothing is fenced while its manager does not "
+                          "answer: run the task again once it does" % (
+                              name, source.key, format_time(verdict.at), verdict.error))
+        err.result = result
+        raise err
     confirmed = "unreachable since %s, and still at %s (%s)" % (
         format_time(since), format_time(verdict.at), verdict.error)
     agent = options["fencing"]["type"]

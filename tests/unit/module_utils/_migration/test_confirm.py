@@ -1,7 +1,7 @@
 """The grace and the second check before a fence, on a fake clock: the checks' answers are
 scripted, and each check and sleep advances the clock by what it would take."""
 from ansible_collections.resilient.virt.plugins.module_utils._migration.confirm import (
-    confirm_unreachable)
+    Undecided, confirm_unreachable)
 
 
 class FakeTime:
@@ -20,13 +20,17 @@ class FakeTime:
         self.now += seconds
 
     def checks(self, answers):
-        """check(): the next of ``answers`` (None: it answered), noted with when it began."""
+        """check(): the next of ``answers`` (None: it answered; an Undecided is raised), noted
+        with when it began."""
         answers = iter(answers)
 
         def check():
             self.checked_at.append(self.now)
             self.now += self.check_takes
-            return next(answers)
+            answer = next(answers)
+            if isinstance(answer, Undecided):
+                raise answer
+            return answer
 
         return check
 
@@ -70,3 +74,15 @@ def test_a_check_begun_before_the_end_does_not_confirm_though_it_ends_after():
                                   fake.sleep)
     assert fake.checked_at == [1000.0, 1004.0]  # the first ended at 1004, past the end at 1003
     assert verdict.reachable is False and verdict.checks == 2
+
+
+def test_a_manager_that_does_not_answer_the_last_check_leaves_the_verdict_unknown():
+    fake = FakeTime()
+    vcenter_gone = Undecided("vsphere:vc1 could not be asked: Unavailable: refused")
+    verdict = confirm_unreachable(fake.checks(["esx1 notResponding"] * 3 + [vcenter_gone]),
+                                  1000.0, 10, 3, fake.clock, fake.sleep)
+    assert verdict.reachable is None and verdict.error == vcenter_gone.why
+    fake = FakeTime()  # undecided during the grace, answered by the manager at its end
+    verdict = confirm_unreachable(fake.checks([vcenter_gone] * 3 + ["esx1 notResponding"]),
+                                  1000.0, 10, 3, fake.clock, fake.sleep)
+    assert verdict.reachable is False and verdict.checks == 4
