@@ -55,7 +55,6 @@ class HostWatch:
         self.wait_seconds = int(wait_seconds)
         self.closed = threading.Event()
         self.close_reason = None
-        self._collector = None
         self._hosts = {}  # moid -> {"name", "connection", "power", "verdict"}
         self._attempt = 0  # raised by abandon() and close(): a follower left behind stops
 
@@ -87,7 +86,6 @@ class HostWatch:
             raise
         if attempt != self._attempt:  # abandoned meanwhile: this login is nobody's now
             raise RuntimeError("connect to %s abandoned" % self.provider.key)
-        self._collector = collector
         threading.Thread(target=self._follow, args=(collector, update.version, options, attempt),
                          name="resilient-virt:vsphere-hosts %s" % self.provider.key,
                          daemon=True).start()
@@ -137,16 +135,10 @@ class HostWatch:
     def abandon(self):
         """The connect did not answer in time: its login and follower are dropped unused."""
         self._attempt += 1
-        self._collector = None
         self.provider.abandon()
 
     def close(self):
-        """Stop following and log out (never raises: vCenter may be gone)."""
+        """Stop following and log out, within the provider's time limit for a close (vCenter
+        may be gone or frozen: never raises); the collector ends with the login."""
         self._attempt += 1
-        collector, self._collector = self._collector, None
-        if collector is not None and not self.closed.is_set():
-            try:
-                collector.DestroyPropertyCollector()
-            except Exception:  # noqa: BLE001 - vCenter may be gone; the login ends below
-                pass
         self.provider.close()
