@@ -3,7 +3,9 @@ host that stops responding to its vCenter is announced once, by the source holdi
 (the other one first hangs holding it), and back once; a vCenter that answers nothing is
 logged, and nothing is announced about its hosts. The confirm step (resilient.virt.hypervisor
 state=fenced, in check mode: nothing fenced) asks vCenter: a host it reports lost is confirmed,
-one it reaches is a flap, and a frozen vCenter confirms nothing.
+one it reaches is a flap, and a frozen vCenter confirms nothing. An evacuation's move off a lost
+host is refused with the reason (vCenter refuses it; the simulator alone would make it), and
+the same move from a connected host is made.
 
 The simulator's ``/lab/host-connection`` (lab/vcsim/main.go) sets a host's connection state as
 vCenter does when it loses the host; the oracle is what the test set there, and the
@@ -19,6 +21,7 @@ import pytest
 from event_source_process import SourceProcess
 from own_simulator import BIN_DIR, vcsim
 from playbook_runner import play, run_playbook, store_records
+from ansible_collections.resilient.virt.plugins.module_utils._failover.evacuation import execute_move
 from pyVmomi import vim
 from simulator_session import Simulator
 
@@ -181,3 +184,30 @@ def test_the_confirm_step_asks_vcenter_and_a_frozen_vcenter_confirms_nothing(sim
     assert unknown.failed and "is not confirmed unreachable" in unknown["msg"], frozen.describe()
     assert unknown["hypervisor"]["reachable"] is None and unknown["fence"] is None
     assert settings["password"] not in run.output + frozen.output
+
+
+def test_a_move_off_a_lost_host_is_refused_with_the_reason(sim, guarded_provider):
+    _run_dir, settings = sim
+    provider = guarded_provider(dict(settings))
+    session = Simulator(settings)
+    try:
+        ref = session.vm("DC0_C0_RP0_VM0")
+        lost = session.placement(ref)["host"]
+        target = [h for h in ("DC0_C0_H0", "DC0_C0_H1", "DC0_C0_H2") if h != lost][0]
+        move = {"vm": "DC0_C0_RP0_VM0", "to_host": target}
+        vcsim.set_host_connection(settings, lost, "notResponding")
+        try:
+            refused = execute_move(move, {"name": "DC0_C0_RP0_VM0"}, provider, provider, False)
+            stayed = session.placement(ref)["host"]
+        finally:
+            vcsim.set_host_connection(settings, lost, "connected")
+        moved = execute_move(move, {"name": "DC0_C0_RP0_VM0"}, provider, provider, False)
+        assert (refused["action"], refused["error"]["type"]) == ("failed", "NotSupported")
+        assert "which vCenter reports notResponding" in refused["error"]["message"]
+        assert "registering it again from its datastore" in refused["error"]["message"]
+        assert stayed == lost
+        assert moved["action"] == "migrate" and "error" not in moved
+        assert session.placement(ref)["host"] == target
+        assert str(ref.runtime.powerState) == "poweredOn"
+    finally:
+        session.close()

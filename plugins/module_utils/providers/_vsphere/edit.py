@@ -171,12 +171,30 @@ def migrate(provider, name, hypervisor, resource_pool=None, datastore=None):
     found = retrieve(session.content, [ref], {vim.VirtualMachine: VM_PATHS})
     if not found:
         raise NotFound("VM %r not found on %s" % (name, provider.key))
+    _refuse_lost_host(session, provider.key, name, found[0][1].get("runtime.host"), hypervisor)
     paths = dict((key, "placement." + key) for key in PLACEMENT_KEYS)
     wanted = {"host": hypervisor, "resource_pool": resource_pool, "datastore": datastore}
     moved = relocate(session, ref, name, found[0][1], wanted,
                      dict(paths, host="hypervisor", resource_pool="resource_pool",
                           datastore="datastore"))
     return dict(session.describe(ref, name), changed=moved)
+
+
+def _refuse_lost_host(session, key, name, host_ref, target):
+    """NotSupported when VM ``name`` is on a host vCenter does not reach (a move off it is
+    refused by vCenter; recovering it means registering it again on another host)."""
+    from pyVmomi import vim
+
+    if host_ref is None:
+        return
+    [(_ref, host)] = retrieve(session.content, [host_ref],
+                              {vim.HostSystem: ["name", "runtime.connectionState"]})
+    state = str(host.get("runtime.connectionState"))
+    if state != "connected" and host.get("name") != target:
+        raise NotSupported("VM %r of %s is on host %s, which vCenter reports %s: vCenter moves no "
+                           "VM off a host it does not reach; such a VM is recovered by registering "
+                           "it again from its datastore on another host, which this collection "
+                           "does not do (vSphere HA restarts it)" % (name, key, host.get("name"), state))
 
 
 def backing_resolver(session, props):
