@@ -148,7 +148,7 @@ class Announcer:
         """The provider entry of ``key``; for a host, with ``hypervisor``: its name."""
         if key in self.providers:
             return self.providers[key]
-        provider_key, _slash, host = key.partition("/")
+        provider_key, _slash, host = key.rpartition("/")  # vSphere writes "/" in names as %2f
         return dict(self.providers[provider_key], hypervisor=host)
 
     def _changes(self, provider, record, seen, repeat=False):
