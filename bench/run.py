@@ -46,9 +46,11 @@ Runs, one after the other, each in its own process:
   in-process task (spans sent to an OTLP/HTTP sink it runs), against the same tasks without the
   callback, as a difference and a ratio.
 * ``bench_recovery.py``: on a lab of three hypervisors of its own, 10 VMs of hv1 (some with a disk
-  on the shared pool) that hold failover reservations; hv1 powered off while the shipped rulebook
-  runs under ansible-rulebook: seconds to the event, to the fence and to every VM running on its
-  reservation's host, the grace shown apart, and whether the shared disks' data is intact.
+  on the shared pool, some with a local disk restored from its backup) that hold failover
+  reservations; hv1 powered off (and, apart, its libvirtd frozen) while the shipped rulebook runs
+  under ansible-rulebook: seconds to the event, to the fence and to every VM running on its
+  reservation's host, per kind of VM, the grace shown apart, whether the shared disks' data is
+  intact and the restored disks' data is as of their backup, and the recovery points reported.
 
 The lab must be up (``python3 lab/lab.py up``; ``make bench`` does it). Every bench's own
 markdown tables are folded into the report, after a summary of the targets.
@@ -108,8 +110,8 @@ BENCHES = (
     ("observability", "Metrics and traces: the summary callback's cost per task vs the same tasks "
      "without it", "bench_observability.py", [], ["--quick"]),
     ("recovery", "Hands-off recovery: a hypervisor powered off, its VMs running on their failover "
-     "reservations through the shipped rulebook, shared disks' data intact", "bench_recovery.py",
-     [], ["--quick"]),
+     "reservations through the shipped rulebook, shared disks' data intact, local ones restored "
+     "from their backups", "bench_recovery.py", [], ["--quick"]),
 )
 
 
