@@ -4,8 +4,6 @@
 reservation to the largest VM it serves."""
 import itertools
 
-from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import (
-    trait_needs)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.model import (
     Removal, reservation_size, resource_error)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.slots import PAIR_OPTIONS
@@ -81,7 +79,7 @@ def plan_emptying(state, res, members, budget):
     moves = []
     for uuid in members:
         vm = state.vms[uuid]
-        needs = trait_needs(vm.extra_specs)
+        needs = state.fleet.trait_needs[uuid]
         state.graph.unlink(uuid, res.name)
         target = next(joinable(state, vm, needs, index, state.protected | {res.name}), None)
         state.graph.link(uuid, res.name)

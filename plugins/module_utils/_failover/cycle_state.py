@@ -5,13 +5,11 @@ from dataclasses import replace
 
 from ansible_collections.resilient.virt.plugins.module_utils._conditions import (
     READY, make_condition)
-from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import (
-    required_count)
+from ansible_collections.resilient.virt.plugins.module_utils._failover.fleet_index import unique
 from ansible_collections.resilient.virt.plugins.module_utils._failover.model import (
     CycleResult, Deletion, NameAllocator, Removal, Reservation, reservation_size)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.slots import ZoneIndex
 from ansible_collections.resilient.virt.plugins.module_utils._time import format_time
-from ansible_collections.resilient.virt.plugins.module_utils.errors import field_error
 
 ACTIVE_REASON = "ReservationActive"
 ACTIVE_MESSAGE = "Failover reservation is active and ready"
@@ -30,17 +28,6 @@ GREEDY = "greedy"
 FOLLOW = "follow"
 
 
-def _unique(items, key, what):
-    seen = {}
-    for index, item in enumerate(items):
-        name = getattr(item, key)
-        if name in seen:
-            raise field_error("%s[%d].%s" % (what, index, key), "%r is used twice (also at index %d); "
-                              "every %s must be unique" % (name, seen[name], key))
-        seen[name] = index
-    return {getattr(item, key): item for item in items}
-
-
 def is_interim(res):
     """True when ``res`` carries the Interim condition: it covers VMs only until they get their
     slots of the target plan (packing.cover_for_now)."""
@@ -57,19 +44,21 @@ def growth(res, vm):
 class CycleState:
     """One plan of one cycle, as the steps build it (see reconcile.plan_cycle).
 
-    What the cycle was given: ``hv`` and ``vms`` by name, ``settings``, ``now`` (``stamp``),
-    ``cycle``, ``hosts`` (VM -> the host it runs on), ``required`` slots per VM and ``multi``
-    (requires two or more). The plan: ``work`` (the reservations by name), ``graph`` (the rules),
+    What the cycle was given: the ``fleet`` (a fleet_index.FleetIndex, shared by the cycle's
+    plans) and from it ``hv`` and ``vms`` by name, ``hosts`` (VM -> the host it runs on),
+    ``required`` slots per VM and ``multi`` (requires two or more); ``settings``, ``now``
+    (``stamp``), ``cycle``. The plan: ``work`` (the reservations by name), ``graph`` (the rules),
     ``ledger`` (free room), ``zones`` (indexes), ``names``, ``status`` per VM, ``result``. How it
     is planned: ``strategy`` (PACK, GREEDY or FOLLOW), ``order``, the greedy's ``stop``, the
     ``target`` and what follows from it. The functions of the step modules read and change it;
     the methods below are the changes more than one step makes."""
 
-    def __init__(self, hypervisors, vms, reservations, settings, now, cycle, running, strategy,
+    def __init__(self, fleet, reservations, settings, now, cycle, strategy,
                  stop=None, order=0, target=None, clock=None, may_follow=False):
-        self.hv = _unique(hypervisors, "name", "hypervisors")
-        self.vms = _unique(vms, "uuid", "vms")
-        originals = _unique(reservations, "name", "reservations")
+        self.fleet = fleet
+        self.hv = fleet.hv
+        self.vms = fleet.vms
+        originals = unique(reservations, "name", "reservations")
         self.work = {name: replace(res, allocations=dict(res.allocations),
                                    resources=dict(res.resources),
                                    conditions=[dict(c) for c in res.conditions])
@@ -79,8 +68,7 @@ class CycleState:
         self.now = now
         self.stamp = format_time(now)
         self.cycle = cycle
-        self.hosts = dict(running)
-        self.hosts.update((uuid, vm.host) for uuid, vm in self.vms.items())
+        self.hosts = fleet.hosts
         self.result = CycleResult(reservations=[])
         self.changed = set()
         self.names = NameAllocator(originals)
@@ -88,13 +76,9 @@ class CycleState:
         self.ledger = None
         self.zones = {}
         self.status = {}
-        self.required = {uuid: required_count(vm.flavor, settings.requirements)
-                         for uuid, vm in self.vms.items()}
-        self.multi = {uuid: count > 1 for uuid, count in self.required.items()}
-        self.multi_on_host = {}  # hypervisor -> its VMs that require two or more slots
-        for uuid, vm in self.vms.items():
-            if self.multi[uuid]:
-                self.multi_on_host[vm.host] = self.multi_on_host.get(vm.host, 0) + 1
+        self.required = fleet.required
+        self.multi = fleet.multi
+        self.multi_on_host = fleet.multi_on_host  # hypervisor -> its VMs requiring 2+ slots
         self.serves_multi = {}
         self.checks = 0  # join questions asked (joining.may_join, joining.may_grow)
         self.stop = stop  # {zone: figures} past which the plain greedy stops (packing.Dominated)
@@ -108,7 +92,7 @@ class CycleState:
         self.planned = {}  # following the target: {uuid: ([target reservations], realized)}
         self.may_follow = may_follow  # FOLLOW is among the strategies (reconcile.STRATEGIES)
         self.follows = False  # the plan is part of the target (towards_target.follows_target)
-        self.trait_hosts = {}  # (zone, trait needs) -> the hypervisors there with those traits
+        self.trait_hosts = fleet.trait_hosts  # (zone, trait needs) -> its hypervisors with them
         self.interim = {name for name, res in self.work.items() if is_interim(res)}
         self.had_interim = bool(self.interim)  # the plan came with interim reservations
         self.packing_interim = False  # new reservations are interim (packing.cover_for_now)
@@ -139,12 +123,6 @@ class CycleState:
         self.ledger.give_back(res.host, *reservation_size(res.resources))
         self.interim.discard(name)
         self.result.deleted.append(Deletion(res, reason, message))
-
-    def zone(self, vm):
-        if vm.az:
-            return vm.az
-        hv = self.hv.get(vm.host)
-        return hv.az if hv is not None else ""
 
     def held_in(self, zone):
         return self.held.setdefault(zone, [0, 0, 0])

@@ -4,8 +4,6 @@
 greedy, or along the target plan."""
 import hashlib
 
-from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import (
-    trait_needs)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.model import (
     VMStatus, reservation_size)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.slots import (
@@ -49,7 +47,7 @@ def assign(state):
         required = state.required[uuid]
         held = len(state.graph.reservations_of(uuid))
         if required or held:
-            status[uuid] = VMStatus(uuid, vm.host, state.zone(vm), vm.flavor, required, held)
+            status[uuid] = VMStatus(uuid, vm.host, state.fleet.zone[uuid], vm.flavor, required, held)
         if required > held or (state.follows and state.interim and not state.graph.reservations_of(
                 uuid).isdisjoint(state.interim)):
             needs.append(Need(vm, required, held))
@@ -69,7 +67,7 @@ def assign(state):
     for need in selected:
         state.check_time()
         vm_status = status[need.vm.uuid]
-        pool = (vm_status.az, trait_needs(need.vm.extra_specs))
+        pool = (vm_status.az, state.fleet.trait_needs[need.vm.uuid])
         if pool in waiting and state.multi[need.vm.uuid]:
             vm_status.why = WAITING % waiting[pool]
             continue
@@ -102,7 +100,7 @@ def pack_the_rest(state, selected, status, picker):
             continue
         held = len(state.graph.reservations_of(need.vm.uuid))
         vm_status.why = cover(state, Need(need.vm, need.required, held), vm_status.az,
-                              trait_needs(need.vm.extra_specs), picker)
+                              state.fleet.trait_needs[need.vm.uuid], picker)
         vm_status.held = len(state.graph.reservations_of(need.vm.uuid))
     state.strategy = FOLLOW
 

@@ -24,6 +24,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.consolida
 from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import DependencyGraph
 from ansible_collections.resilient.virt.plugins.module_utils._failover.cycle_state import (
     ACTIVE_REASON, CONSOLIDATED, EMPTY, FOLLOW, GREEDY, INTERIM, PACK, REPLACED, CycleState)
+from ansible_collections.resilient.virt.plugins.module_utils._failover.fleet_index import FleetIndex
 from ansible_collections.resilient.virt.plugins.module_utils._failover.model import reservation_size
 from ansible_collections.resilient.virt.plugins.module_utils._failover.packing import (
     PLANNED_WAITING, WAITING, Dominated, assign)
@@ -103,10 +104,11 @@ def run_cycle(hypervisors, vms, reservations, settings, now, cycle=0, running=No
     ``result.target`` keeps it for the next cycle (None when the fleet has none yet).
     """
     clock = None if deadline is None else PlanningDeadline(deadline)
+    fleet = FleetIndex(hypervisors, vms, settings.requirements, running or {})
 
     def plan(strategy, order=0, stop=None, target=None, for_now=SPREAD):
-        return plan_cycle(hypervisors, vms, reservations, settings, now, cycle, running or {},
-                          strategy, stop, order, target, clock, for_now)
+        return plan_cycle(fleet, reservations, settings, now, cycle, strategy, stop, order,
+                          target, clock, for_now)
 
     target, built, key = None, [], None
     if not settings.max_vms_to_process:
@@ -116,7 +118,7 @@ def run_cycle(hypervisors, vms, reservations, settings, now, cycle=0, running=No
             if not built:  # the same for every plan of the cycle
                 reused = stored_target.reuse(stored, key, current)
                 built.append((Target(*reused), stored) if reused else _new_plan(
-                    hypervisors, vms, settings, now, running, clock, current, key))
+                    fleet, settings, now, clock, current, key))
             return built[0][0]
     best = _cheapest(plan, reservations, target)
     if built:
@@ -231,17 +233,16 @@ class Target(NamedTuple):
     greedy: dict
 
 
-def _new_plan(hypervisors, vms, settings, now, running, clock=None, current=None, key=None):
+def _new_plan(fleet, settings, now, clock=None, current=None, key=None):
     """(:class:`Target`, its stored_target record under ``key``): the target for the fleet
     built from nothing, every VM at once and without the limit per hypervisor, within the
     cycle's ``clock`` (a PlanningDeadline or None): in each zone the part of the packings' or
     the greedy's plan of least :func:`_cost` among those no worse there than the greedy's.
-    ``current``: {zone: figures} of the plan now."""
+    ``fleet``: the cycle's FleetIndex; ``current``: {zone: figures} of the plan now."""
     free = replace(settings, limit_one_new_per_hypervisor=False, max_vms_to_process=0)
 
     def plan(strategy, order=0, stop=None, target=None):
-        return plan_cycle(hypervisors, vms, [], free, now, 0, running or {}, strategy, stop,
-                          order, clock=clock)
+        return plan_cycle(fleet, [], free, now, 0, strategy, stop, order, clock=clock)
 
     seen = {}
     results, greedy, _settled = _candidates(plan, [], current=current, seen=seen)
@@ -283,19 +284,21 @@ def _cost(result):
             summary["reservations"])
 
 
-def plan_cycle(hypervisors, vms, reservations, settings, now, cycle, running, strategy,
-               stop=None, order=0, target=None, clock=None, for_now=SPREAD):
+def plan_cycle(fleet, reservations, settings, now, cycle, strategy, stop=None, order=0,
+               target=None, clock=None, for_now=SPREAD):
     """(state, result): one plan of the cycle by ``strategy`` (PACK, GREEDY or FOLLOW), the
-    steps in their order. ``stop``: {zone: figures} past which the plain greedy stops (see
-    :class:`packing.Dominated`); ``order``: the order among VMs of one size (ORDERS);
+    steps in their order, over ``fleet`` (a FleetIndex of the fleet's hypervisors, VMs and
+    the VMs hypervisors report running). ``stop``: {zone: figures} past which the plain
+    greedy stops (see :class:`packing.Dominated`); ``order``: the order among VMs of one size
+    (ORDERS);
     ``target``: (figures now) -> the :class:`Target`, built when needed; ``clock``: a
     PlanningDeadline or None; ``for_now``: following the target, where VMs are covered for
     now (FOR_NOW)."""
-    state = CycleState(hypervisors, vms, reservations, settings, now, cycle, running, strategy,
-                       stop, order, target, clock, FOLLOW in STRATEGIES)
+    state = CycleState(fleet, reservations, settings, now, cycle, strategy, stop, order, target,
+                       clock, FOLLOW in STRATEGIES)
     drop_stale(state)
     state.graph = DependencyGraph.from_reservations(list(state.work.values()), state.hosts)
-    state.ledger = CapacityLedger(state.hv.values(), state.vms.values(), state.work.values())
+    state.ledger = CapacityLedger(state.hv.values(), fleet.vm_use, state.work.values())
     drop_ineligible(state)
     revalidate(state)
     drop_empty(state)
@@ -337,4 +340,5 @@ def end_interim(state):
 def plain_greedy(hypervisors, vms, settings, now):
     """The plain greedy's plan for the fleet from nothing, in one cycle (see
     :func:`packing.cover_plainly`): the plan every cycle's is compared with."""
-    return plan_cycle(hypervisors, vms, [], settings, now, 0, {}, GREEDY)[1]
+    return plan_cycle(FleetIndex(hypervisors, vms, settings.requirements, {}), [], settings, now,
+                      0, GREEDY)[1]

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from ansible_collections.resilient.virt.plugins.module_utils._failover.constraints import host_satisfies
 from ansible_collections.resilient.virt.plugins.module_utils._failover.model import (
-    VM, reservation_size, sizes_by_host)
+    VM, reservation_size)
 
 __all__ = ("CapacityLedger", "Need", "select_window", "ShareQueue", "ZoneIndex", "HostPicker",
            "search_slots", "BRANCH_LIMIT", "slot_pairs", "PAIR_OPTIONS")
@@ -25,14 +25,14 @@ __all__ = ("CapacityLedger", "Need", "select_window", "ShareQueue", "ZoneIndex",
 class CapacityLedger:
     """Free (cpu, memory_mb) per known hypervisor, updated as reservations come and go.
 
-    A hypervisor's ``used_*`` counts its VMs; when None, the VMs listed on it are summed.
+    A hypervisor's ``used_*`` counts its VMs; when None, ``vm_use`` says what the VMs listed
+    on it use ({host: (cpu, memory_mb)}, model.sizes_by_host of the VMs).
     """
 
-    def __init__(self, hypervisors, vms, reservations):
-        by_host = sizes_by_host(vms)
+    def __init__(self, hypervisors, vm_use, reservations):
         self._free = {}
         for hv in hypervisors:
-            used_cpu, used_mem = hv.used(by_host)
+            used_cpu, used_mem = hv.used(vm_use)
             self._free[hv.name] = [hv.cpu - used_cpu, hv.memory_mb - used_mem]
         for res in reservations:
             self.take(res.host, *reservation_size(res.resources))
