@@ -365,14 +365,17 @@ def slot_pairs(options, host_of, hosts_at, barred, closes):
     Best first: the pairs that close the fewest other pairs (``closes(option)``, see
     DependencyGraph.pairs_closed), so the pairs later VMs could take stay open; then those used
     from the most hosts (they fill the reservations already shared); then in the order of
-    ``options``. The caller still checks the chosen pair against every rule.
+    ``options``. The caller still checks the chosen pair against every rule. The pairs come
+    as the caller takes them: ``barred`` is asked of a pair when it comes up, so a caller that
+    stops at the first pair it may take asks it of no pair after that one.
     """
     places = [(host_of(option), hosts_at(option), closes(option)) for option in options]
     pairs = []
     for i, (host1, at1, closes1) in enumerate(places):
         for j, (host2, at2, closes2) in enumerate(places[i + 1:], i + 1):
-            if host1 == host2 or not at1.isdisjoint(at2) or barred(options[i], options[j]):
+            if host1 == host2 or not at1.isdisjoint(at2):
                 continue
             pairs.append((closes1 + closes2, -len(at1) - len(at2), i, j))
     pairs.sort()
-    return [(options[i], options[j]) for _closes, _weight, i, j in pairs]
+    return ((options[i], options[j]) for _closes, _weight, i, j in pairs
+            if not barred(options[i], options[j]))

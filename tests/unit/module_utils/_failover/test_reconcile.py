@@ -110,8 +110,9 @@ def test_slot_pairs_keep_hosts_apart_and_come_closing_fewest_then_most_used_firs
              "e": ("h5", {"h5", "h3", "h9"})}
 
     def pairs(closes):
-        return slot_pairs(list("abcde"), lambda name: place[name][0], lambda name: place[name][1],
-                          lambda first, second: (first, second) == ("c", "d"), closes.get)
+        return list(slot_pairs(list("abcde"), lambda name: place[name][0],
+                               lambda name: place[name][1],
+                               lambda first, second: (first, second) == ("c", "d"), closes.get))
 
     # out: a-b (h1 at both), a-c (h2), a-e (one hypervisor), d-e (h9), c-d (barred);
     # c-e is used from 6 hosts, b-d from 4, the others from 5, in the order given
