@@ -29,7 +29,8 @@ class FleetIndex:
     ``hv`` and ``vms`` by name; ``hosts``: VM -> the host it runs on (``running``, then the
     VMs' own); per VM the slots it ``required`` (by ``requirements``), whether it requires two
     or more (``multi``), its ``trait_needs`` and its ``zone`` (its own, else its hypervisor's);
-    ``multi_on_host``: hypervisor -> how many of its VMs require two or more; ``vm_use``: the
+    ``multi_on_host``: hypervisor -> how many of its VMs require two or more; ``by_size``: the
+    VMs by memory (largest first), then uuid, the order a cycle serves them in; ``vm_use``: the
     (cpu, memory_mb) the VMs listed on each hypervisor use (slots.CapacityLedger);
     ``trait_hosts``: (zone, trait needs) -> the hypervisors there with those traits, filled as
     asked (joining.hosts_left)."""
@@ -49,5 +50,6 @@ class FleetIndex:
         self.trait_needs = {uuid: trait_needs(vm.extra_specs) for uuid, vm in self.vms.items()}
         self.zone = {uuid: vm.az or getattr(self.hv.get(vm.host), "az", "")
                      for uuid, vm in self.vms.items()}
+        self.by_size = sorted(self.vms, key=lambda uuid: (-(self.vms[uuid].memory_mb or 0), uuid))
         self.vm_use = sizes_by_host(vms)
         self.trait_hosts = {}

@@ -42,7 +42,7 @@ def within(figures, than):
 
 def assign(state):
     needs, status = [], {}
-    for uuid in sorted(state.vms):
+    for uuid in state.fleet.by_size:  # the needs in the order select_window expects
         vm = state.vms[uuid]
         required = state.required[uuid]
         held = len(state.graph.reservations_of(uuid))

@@ -65,14 +65,15 @@ class Need(NamedTuple):
     held: int
 
 
-def select_window(needs, max_vms, cycle):
-    """(selected, deferred) lists of needs.
+def select_window(ordered, max_vms, cycle):
+    """(selected, deferred) lists of needs, each in the order of ``ordered``.
 
-    Needs are ordered by memory (largest first), then uuid. With ``max_vms`` > 0 and more needs
+    ``ordered``: the needs by memory (largest first), then uuid, as a cycle serves them
+    (fleet_index.FleetIndex.by_size). With ``max_vms`` > 0 and more needs
     than that, the window of ``max_vms`` starts at ``cycle * max_vms`` (wrapping), so consecutive
     cycles walk the whole list and every VM is processed within ceil(len / max_vms) cycles.
     """
-    ordered = sorted(needs, key=lambda n: (-(n.vm.memory_mb or 0), n.vm.uuid))
+    ordered = list(ordered)
     if max_vms <= 0 or len(ordered) <= max_vms:
         return ordered, []
     start = (cycle * max_vms) % len(ordered)

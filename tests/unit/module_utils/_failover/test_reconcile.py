@@ -15,6 +15,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import Inval
 
 from ansible_collections.resilient.virt.plugins.module_utils._failover import reconcile
 from ansible_collections.resilient.virt.plugins.module_utils._failover.cycle_state import is_interim
+from ansible_collections.resilient.virt.plugins.module_utils._failover.fleet_index import FleetIndex
 
 from .oracle import guarantee_breaches
 from .reference import check_vms_still_eligible
@@ -139,14 +140,19 @@ def test_zone_and_traits_are_honoured():
 
 
 def test_rotating_window_walks_every_vm():
-    needs = [Need(vm("v%d" % i, "h1", mem=(i + 1) * GIB), 1, 0) for i in range(5)]
+    vms = [vm("v%d" % i, "h1", mem=(i + 1) * GIB) for i in range(5)]
+    vms.append(vm("u3", "h1", mem=4 * GIB))
+    order = FleetIndex([hv("h1")], vms, {}, {}).by_size
+    assert order == ["v4", "u3", "v3", "v2", "v1", "v0"]  # largest first, then by uuid
+    by_uuid = {item.uuid: item for item in vms}
+    needs = [Need(by_uuid[uuid], 1, 0) for uuid in order]
     seen = []
     for cycle in range(3):
         selected, deferred = select_window(needs, 2, cycle)
-        assert len(selected) == 2 and len(deferred) == 3
+        assert len(selected) == 2 and len(deferred) == 4
         seen.extend(n.vm.uuid for n in selected)
-    assert set(seen) == set("v%d" % i for i in range(5))
-    assert [n.vm.uuid for n in select_window(needs, 0, 7)[0]] == ["v4", "v3", "v2", "v1", "v0"]
+    assert set(seen) == set(order)
+    assert [n.vm.uuid for n in select_window(needs, 0, 7)[0]] == order
 
 
 def test_max_vms_to_process_defers_the_rest_and_later_cycles_catch_up():
