@@ -289,10 +289,15 @@ class TraitNeeds(tuple):
         return self[1]
 
 
+_NO_TRAIT_NEEDS = TraitNeeds((frozenset(), frozenset()))
+
+
 def trait_needs(extra_specs):
     """Read ``trait:NAME`` extra specs; values other than required/forbidden are ignored."""
+    if not extra_specs:
+        return _NO_TRAIT_NEEDS  # most VMs: one value for all of them
     required, forbidden = set(), set()
-    for key, value in (extra_specs or {}).items():
+    for key, value in extra_specs.items():
         if not key.startswith("trait:") or not isinstance(value, str):
             continue
         name, value = key[len("trait:"):], value.strip().lower()
