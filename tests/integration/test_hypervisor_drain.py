@@ -93,7 +93,7 @@ def test_a_drain_moves_what_it_may_marks_only_when_empty_and_ends(tmp_path, two_
     assert drain.failed and drain["error"]["type"] == "Conflict", run.describe()
     assert names[2] in drain["msg"] and "failover" in drain["msg"]
     assert "is not drained, so it is not in maintenance" in drain["msg"]
-    assert sorted(m["vm"] for m in drain["drain"]["moved"]) == names[:2]
+    assert sorted(m["vm"] for m in drain["drain"]["moved"]) == names[:2], json.dumps(drain["drain"])
     for name in names[:2]:
         assert _state(conn2, name) == MIGRATED and name not in _names(conn1)
     assert _state(conn1, names[2]) == BOOTED and names[2] not in _names(conn2)

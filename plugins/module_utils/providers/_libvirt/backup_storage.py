@@ -13,7 +13,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers.contract 
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import (
     error_code, is_error)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.volumes import (
-    directory_pool, download, drop_volume, find_volume, upload)
+    directory_pool, download, drop_volume, find_volume, refresh_pool, upload)
 
 __all__ = ("FORMAT", "record_name", "read_marker", "write_marker", "artifact_of",
            "drop_backup_volumes", "poll_status", "missing_status", "volumes_by_backup",
@@ -156,7 +156,7 @@ def _read_again(pool):
     """Refresh ``pool``; one libvirt cannot refresh now (busy: a volume being built in it) is
     listed as libvirt last read it."""
     try:
-        pool.refresh(0)
+        refresh_pool(pool)
     except Exception as exc:
         if error_code(exc) is None:
             raise

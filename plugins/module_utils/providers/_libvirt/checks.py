@@ -15,6 +15,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt import images
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import (
     error_code as _code, is_error as _is, load as _libvirt)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.volumes import refresh_pool
 
 __all__ = ("check_host", "storage_pool")
 
@@ -172,7 +173,7 @@ def _check_path(provider, conn, path, where, pools):
         if target != directory:
             continue
         try:
-            pool.refresh(0)
+            refresh_pool(pool)
             conn.storageVolLookupByPath(path)
             return
         except Exception as exc:

@@ -10,7 +10,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.
     error_code, is_error)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.shared_storage import (
     shared_pools)
-from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.volumes import volume_at
+from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.volumes import refresh_pool, volume_at
 
 __all__ = ("locate_disks",)
 
@@ -24,7 +24,7 @@ def locate_disks(provider, paths, witnesses=()):
     conn = provider.session().connection
     for pool in conn.listAllStoragePools(0):
         if pool.isActive():
-            pool.refresh(0)
+            refresh_pool(pool)
     found = {}
     for path in paths:
         vol = volume_at(conn, path)

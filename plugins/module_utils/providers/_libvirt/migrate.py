@@ -27,7 +27,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.
     SHUTOFF, is_error, load as _libvirt)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.shared_storage import shared_pools
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.volumes import (
-    find_volume, forget_volumes, volume_at, volume_xml)
+    find_volume, forget_volumes, refresh_pool, volume_at, volume_xml)
 
 __all__ = ("migrate_to",)
 
@@ -158,7 +158,7 @@ def _make_volumes(lv, source, dest, disks, made, key):
                            "pool-define-as %s dir --target DIR, pool-build, pool-start)"
                            % (key, pool_name, disk["target"], disk["path"], pool_name),
                            cause=exc) from exc
-        pool.refresh(0)  # a file made there since libvirt last looked: the Conflict below
+        refresh_pool(pool)  # a file made there since libvirt last looked: the Conflict below
         if find_volume(pool, vol.name()) is not None:
             raise Conflict("%s already has a volume %r in pool %r; a move never writes over a "
                            "volume it did not make: delete it there (virsh vol-delete) or move "

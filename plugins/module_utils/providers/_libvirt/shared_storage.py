@@ -8,7 +8,7 @@ import uuid
 
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import is_error
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.volumes import (
-    find_volume, volume_xml)
+    find_volume, refresh_pool, volume_xml)
 
 __all__ = ("shared_pools", "MARKER_PREFIX")
 
@@ -29,12 +29,12 @@ def shared_pools(source_conn, dest_conn, names):
         marker = source_conn.storagePoolLookupByName(name).createXML(
             volume_xml(MARKER_PREFIX + uuid.uuid4().hex, 0, "raw"), 0)
         try:
-            dest_pool.refresh(0)
+            refresh_pool(dest_pool)
             seen = find_volume(dest_pool, marker.name())
             if seen is not None and seen.path() == marker.path():
                 shared.add(name)
         finally:
             marker.delete(0)
             if name in shared:
-                dest_pool.refresh(0)  # so that the target does not list the marker any more
+                refresh_pool(dest_pool)  # so that the target does not list the marker any more
     return shared

@@ -10,12 +10,13 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
 from ansible_collections.resilient.virt.plugins.module_utils.providers._libvirt.library import (
     is_error)
 
-__all__ = ("volume_xml", "backing_path", "directory_pool", "find_volume", "volume_at",
-           "being_copied", "drop_volume", "forget_volumes", "download", "upload")
+__all__ = ("volume_xml", "backing_path", "directory_pool", "refresh_pool", "find_volume",
+           "volume_at", "being_copied", "drop_volume", "forget_volumes", "download", "upload")
 
 _CHUNK = 256 * 1024
 _POOL_TYPES = ("dir", "fs", "netfs")
 _POOL_HELP = {"backup_pool": "/var/lib/libvirt/backups", "storage_pool": "/var/lib/libvirt/images"}
+REFRESH_WAIT = 60.0  # seconds a pool refresh waits for the volume builds of other calls to end
 
 
 def volume_xml(name, capacity, fmt="qcow2", backing=None, backing_format="qcow2", unit="bytes",
@@ -70,6 +71,23 @@ def directory_pool(provider, conn, option, name=None):
         raise field_error(field, "storage pool %r on %s is a %s pool; backups need a directory "
                                  "pool (%s)" % (name, provider.key, kind, create))
     return pool
+
+
+def _pool_busy(exc):
+    """True for libvirt's refusal to refresh a pool while a volume of it is being built."""
+    return is_error(exc, "INTERNAL_ERROR") and "asynchronous jobs running" in str(exc)
+
+
+def refresh_pool(pool):
+    """Have libvirt read ``pool``'s directory again, so that it lists files made there since. A
+    pool in which another call builds a volume refuses to refresh (parallel moves to one host
+    do that): the refresh is tried again until the builds end, for up to :data:`REFRESH_WAIT`."""
+    import tenacity  # imported when a refresh runs, as the core's retries do
+
+    retrying = tenacity.Retrying(retry=tenacity.retry_if_exception(_pool_busy),
+                                 stop=tenacity.stop_after_delay(REFRESH_WAIT),
+                                 wait=tenacity.wait_fixed(0.2), reraise=True)
+    retrying(pool.refresh, 0)
 
 
 def _volume_or_none(lookup, argument):
