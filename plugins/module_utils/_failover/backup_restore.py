@@ -17,11 +17,12 @@ import hashlib
 import time
 
 from ansible_collections.resilient.virt.plugins.module_utils._backup.operations import poll_interval
-from ansible_collections.resilient.virt.plugins.module_utils._failover.requirements import glob_regex
+from ansible_collections.resilient.virt.plugins.module_utils._failover.name_patterns import (
+    checked_entries, matches)
 from ansible_collections.resilient.virt.plugins.module_utils._resilience.deadline import Deadline
 from ansible_collections.resilient.virt.plugins.module_utils._time import parse_time
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
-    NotFound, Timeout, VirtError, field_error)
+    NotFound, Timeout, VirtError)
 
 __all__ = ("validate_restore_from_backup", "restores_from_backup", "last_backup",
            "recovery_point", "restore_record_name", "restore_onto")
@@ -34,33 +35,12 @@ _MAX_RECORD = 200
 def validate_restore_from_backup(entries, path="restore_from_backup"):
     """Checked VM name patterns from ``[{match: pattern}]``; InvalidSpec names the entry and the
     fix."""
-    if entries is None:
-        return []
-    if not isinstance(entries, list):
-        raise field_error(path, "must be a list such as [{match: 'db-*'}]")
-    out = []
-    for index, entry in enumerate(entries):
-        where = "%s[%d]" % (path, index)
-        if not isinstance(entry, dict):
-            raise field_error(where, "must be a mapping such as {match: 'db-*'}")
-        unknown = sorted(str(key) for key in entry if key != "match")
-        if unknown:
-            raise field_error("%s.%s" % (where, unknown[0]), "is not a key; use match")
-        pattern = entry.get("match")
-        if not isinstance(pattern, str) or not pattern:
-            raise field_error(where + ".match", "must be a VM name pattern such as 'db-*'")
-        try:
-            glob_regex(pattern)
-        except ValueError as exc:
-            raise field_error(where + ".match", "the pattern %s; use *, ?, [a-z] or escape with \\"
-                              % exc) from exc
-        out.append(pattern)
-    return out
+    return [pattern for _where, _entry, pattern in checked_entries(entries, path, ("match",), "{match: 'db-*'}")]
 
 
 def restores_from_backup(name, patterns):
     """True when one of ``patterns`` (checked) matches the VM name ``name``."""
-    return any(glob_regex(pattern).match(name or "") for pattern in patterns)
+    return any(matches(pattern, name) for pattern in patterns)
 
 
 def last_backup(artifacts, name, uuid=None):
