@@ -46,15 +46,16 @@ def assign(state):
         vm = state.vms[uuid]
         required = state.required[uuid]
         held = len(state.graph.reservations_of(uuid))
-        if required or held:
-            status[uuid] = VMStatus(uuid, vm.host, state.fleet.zone[uuid], vm.flavor, required, held)
         if required > held or (state.follows and state.interim and not state.graph.reservations_of(
                 uuid).isdisjoint(state.interim)):
             needs.append(Need(vm, required, held))
+        elif required or held:
+            status[uuid] = new_status(state, vm, required, held)
     selected, deferred = select_window(needs, state.settings.max_vms_to_process, state.cycle)
     if state.strategy in (PACK, FOLLOW):
         selected.sort(key=lambda need: hardest_first(state, need))
     for need in deferred:
+        status[need.vm.uuid] = new_status(state, need.vm, need.required, need.held)
         status[need.vm.uuid].why = ("waiting for a later cycle (max_vms_to_process=%d)"
                                     % state.settings.max_vms_to_process)
         state.held_in(status[need.vm.uuid].az)[2] += need.required - need.held
@@ -66,7 +67,7 @@ def assign(state):
         state.hold_target_room()
     for need in selected:
         state.check_time()
-        vm_status = status[need.vm.uuid]
+        vm_status = status[need.vm.uuid] = new_status(state, need.vm, need.required, need.held)
         pool = (vm_status.az, state.fleet.trait_needs[need.vm.uuid])
         if pool in waiting and state.multi[need.vm.uuid]:
             vm_status.why = WAITING % waiting[pool]
@@ -87,6 +88,12 @@ def assign(state):
     state.result.processed = len(selected)
     state.result.deferred = len(deferred)
     state.status = status
+
+
+def new_status(state, vm, required, held):
+    """A new VMStatus of ``vm``. Those of the VMs a cycle serves are made as it serves each:
+    the plain greedy, stopped early (Dominated), makes few."""
+    return VMStatus(vm.uuid, vm.host, state.fleet.zone[vm.uuid], vm.flavor, required, held)
 
 
 def pack_the_rest(state, selected, status, picker):
