@@ -113,8 +113,8 @@ def kept(handles):
     return handles.store.items(NAMESPACE)
 
 
-def move(target, handles, vm=VM, check_mode=False):
-    return execute_move(MOVE, vm, None, target, check_mode, restores=handles)
+def move(target, handles, vm=None, check_mode=False):
+    return execute_move(MOVE, VM if vm is None else vm, None, target, check_mode, restores=handles)
 
 
 @pytest.mark.parametrize("value, path", [
