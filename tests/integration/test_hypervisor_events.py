@@ -255,7 +255,7 @@ def test_two_sources_announce_once_a_hung_holder_is_taken_over_a_restart_repeats
     assert REDIS_PASSWORD not in logged  # the store URL's password
 
 
-def test_ansible_rulebook_runs_a_playbook_for_a_crashed_vm(hypervisor, tmp_path):
+def test_ansible_rulebook_runs_a_playbook_for_a_crashed_vm(hypervisor, tmp_path, tmp_path_factory):
     _the_lab, hv, _xml = hypervisor
     store_url = "sqlite://%s" % (tmp_path / "state.db")
     reacted = tmp_path / "reacted.json"
@@ -272,7 +272,9 @@ def test_ansible_rulebook_runs_a_playbook_for_a_crashed_vm(hypervisor, tmp_path)
     (tmp_path / "react.yml").write_text(yaml.safe_dump(react))
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump(local_inventory()))
     assert JAVA_HOMES, "ansible-rulebook needs Java 17: run lab/install-deps.sh"
-    env = dict(os.environ, JAVA_HOME=JAVA_HOMES[0], ANSIBLE_COLLECTIONS_PATH=COLLECTIONS)
+    # its private data directories: not under tmp_path, which it copies as the playbook's project
+    env = dict(os.environ, JAVA_HOME=JAVA_HOMES[0], ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
+               TMPDIR=str(tmp_path_factory.mktemp("eda")))
     with open(tmp_path / "rulebook.log", "w") as log:
         rulebook_run = subprocess.Popen(
             ["ansible-rulebook", "-r", "rules.yml", "-i", "inventory.yml"], cwd=str(tmp_path),

@@ -147,7 +147,8 @@ def test_the_rulebook_fences_a_dead_hypervisor_and_restarts_its_vms_in_priority_
 
     (tmp_path / "recovery.yml").write_text(yaml.safe_dump(settings))
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump(local_inventory()))
-    env = dict(os.environ, JAVA_HOME=JAVA_HOMES[0], ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, **lab_power_env())
+    env = dict(os.environ, JAVA_HOME=JAVA_HOMES[0], ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
+               TMPDIR=str(tmp_path), **lab_power_env())
     log_path = tmp_path / "rulebook.log"
     with open(log_path, "w") as log:
         rulebook = subprocess.Popen(

@@ -105,7 +105,8 @@ class Rulebook:
     def __init__(self, tmp_path, name, settings):
         (tmp_path / "recovery.yml").write_text(yaml.safe_dump(settings))
         (tmp_path / "inventory.yml").write_text(yaml.safe_dump(local_inventory()))
-        env = dict(os.environ, JAVA_HOME=JAVA_HOMES[0], ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, **lab_power_env())
+        env = dict(os.environ, JAVA_HOME=JAVA_HOMES[0], ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
+                   TMPDIR=str(tmp_path), **lab_power_env())
         self.log_path = tmp_path / ("%s.log" % name)
         with open(self.log_path, "w") as log:
             self.process = subprocess.Popen(
