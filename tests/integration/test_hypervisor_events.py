@@ -18,6 +18,7 @@ import time
 
 import libvirt
 import pytest
+import waiting
 import yaml
 from event_source_process import SourceProcess
 from playbook_runner import local_inventory
@@ -82,13 +83,7 @@ def kill_qemu(hv, name):
 
 
 def wait_for(what, check, timeout=WAIT):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError("waited %.0f s for %s" % (timeout, what))
+    return waiting.wait_for(what, check, timeout)
 
 
 def baseline(store_url, key="hypervisor_events/libvirt:hv1"):

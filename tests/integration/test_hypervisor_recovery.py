@@ -17,6 +17,7 @@ import time
 
 import libvirt
 import pytest
+import waiting
 import yaml
 from playbook_runner import local_inventory, run_playbook, store_records
 
@@ -95,13 +96,7 @@ def started_at(pid):
 
 
 def wait_for(what, check, timeout=WAIT):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError("waited %.0f s for %s" % (timeout, what))
+    return waiting.wait_for(what, check, timeout, interval=0.2)
 
 
 def test_a_hypervisor_that_answers_is_not_fenced_and_nothing_moves(recovery_lab, lab_module, tmp_path):

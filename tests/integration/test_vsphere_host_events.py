@@ -18,6 +18,7 @@ import sqlite3
 import time
 
 import pytest
+import waiting
 from event_source_process import SourceProcess
 from own_simulator import BIN_DIR, vcsim
 from playbook_runner import play, run_playbook, store_records
@@ -71,13 +72,7 @@ def _lease(store_path):
 
 
 def _wait_for(what, check, timeout=60.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError("waited %.0f s for %s" % (timeout, what))
+    return waiting.wait_for(what, check, timeout)
 
 
 def _drained(*sources):
