@@ -340,7 +340,9 @@ evacuation:
       contains:
         action:
           description:
-            - What the move did (or, in check mode, would do) - V(migrate), V(recreate),
+            - What the move did (or, in check mode, would do) - V(recover) (started on the
+              target host the platform's way, by a provider that can, see docs/ha.md),
+              V(migrate), V(recreate),
               V(restore) (from the last completed backup, O(restore_from_backup)), V(none)
               (the VM already runs on its target) or V(failed) (with C(error)).
           type: str

@@ -115,7 +115,9 @@ def _why_unplaced(vm, held, usable, failed):
 
 
 # -- Carry out an evacuation plan through the providers.
-# A move within one provider that can migrate (vSphere) relocates the VM to the reservation's host.
+# A move within one provider starts the VM on the reservation's host the platform's way when the
+# provider can (``recover``: vSphere registers it again from its datastore, Proxmox VE's HA
+# manager recovers it), else relocates it there (``migrate``).
 # A move to another provider (libvirt: one provider per hypervisor) defines the VM on the target
 # from the definition recorded at the last reconcile cycle and starts it, on its own disk files:
 # each must be a volume of a storage pool of the target at the very same path (the target's
@@ -219,6 +221,12 @@ def execute_move(move, definition, source, target, check_mode, witnesses=(), res
     outcome = dict(move, name=name)
     try:
         same_provider = source is not None and source.key == target.key
+        if same_provider and "recover" in target.capabilities:
+            done = _running_on(target, name, host)
+            outcome["action"] = "none" if done else "recover"
+            if not done and not check_mode:
+                target.recover(name, host)
+            return outcome
         if same_provider and "migrate" in target.capabilities:
             done = _running_on(target, name, host)
             outcome["action"] = "none" if done else "migrate"

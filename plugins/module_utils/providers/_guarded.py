@@ -2,7 +2,7 @@
 
 Operation classes (they pick the time limit of each attempt): validate -> ``validate``;
 list_hypervisors, list_vms, list_vm_summaries, list_hypervisors_and_vms, describe, find,
-list_snapshots -> ``describe``; create, delete, power, reconfigure, migrate, migrate_to,
+list_snapshots -> ``describe``; create, delete, power, reconfigure, migrate, migrate_to, recover,
 create_snapshot, delete_snapshot, revert_snapshot -> ``mutating``; task_status -> ``task_status``. Backup hooks
 (``hookspecs.py``): backup_prepare, backup_list -> ``describe``; backup_start, backup_cancel,
 backup_delete -> ``mutating``; backup_poll -> ``task_status``.
@@ -16,7 +16,8 @@ Before retrying a mutating call, a look at the provider decides whether an earli
 already did the work: create -> a VM of that name exists; delete -> the VM is gone; power ->
 the VM is in the wanted state (on: running; off, shutdown: stopped; pause: paused; suspend:
 suspended; reboot is always redone); reconfigure -> the VM has every wanted value
-(``_reconfigure.differences``); migrate -> the VM is on the target host; migrate_to -> the
+(``_reconfigure.differences``); migrate -> the VM is on the target host; recover -> the VM runs
+on the target host; migrate_to -> the
 target provider has the VM and this one has not; create_snapshot -> the VM
 has a snapshot of that name; delete_snapshot -> it has none (revert_snapshot is always redone:
 reverting twice ends the same);
@@ -45,7 +46,7 @@ OPERATION_CLASS = {
     "list_vm_summaries": "describe", "list_hypervisors_and_vms": "describe",
     "describe": "describe", "find": "describe", "create": "mutating", "delete": "mutating",
     "power": "mutating", "reconfigure": "mutating", "migrate": "mutating", "migrate_to": "mutating",
-    "maintenance": "mutating", "locate_disks": "describe",
+    "maintenance": "mutating", "recover": "mutating", "locate_disks": "describe",
     "task_status": "task_status",
     "list_snapshots": "describe", "create_snapshot": "mutating", "delete_snapshot": "mutating",
     "revert_snapshot": "mutating",
@@ -322,6 +323,15 @@ class GuardedProvider:
             return self._guard("migrate_to", "mutating", work, arguments, look)
         except _AnsweredTimeout as err:
             raise err.timeout from None
+
+    def recover(self, name, hypervisor):
+        """Start the VM of a failed, fenced host on host ``hypervisor`` of this provider; a retry
+        looks first whether it runs there."""
+        self.provider.check_name(name)
+        self.provider.require("recover")
+        return self._call("recover", {"name": name, "hypervisor": hypervisor}, self._look(
+            name, lambda vm: vm is not None and vm.get("hypervisor") == hypervisor
+            and vm.get("state") == "running"))
 
     def set_maintenance(self, hypervisor, enabled):
         """The host ``hypervisor`` in (``enabled``) or out of the platform's maintenance mode;

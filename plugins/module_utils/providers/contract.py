@@ -56,7 +56,7 @@ SNAPSHOT_CAPABILITIES = ("list_snapshots", "create_snapshot", "delete_snapshot",
                          "revert_snapshot")
 CAPABILITIES = ("validate", "list_hypervisors", "list_vms", "describe", "find", "create",
                 "delete", "power", "reconfigure", "task_status", "migrate",
-                "migrate_to", "locate_disks", "maintenance") + SNAPSHOT_CAPABILITIES
+                "migrate_to", "locate_disks", "maintenance", "recover") + SNAPSHOT_CAPABILITIES
 POWER_ACTIONS = ("on", "off", "shutdown", "reboot", "pause", "suspend")
 VM_STATES = ("running", "stopped", "paused", "suspended", "unknown")
 VM_FIELDS = ("name", "uuid", "hypervisor", "az", "state", "vcpus", "memory_mb", "disks",
@@ -507,6 +507,12 @@ class Provider:
         witness has a pool of that name that does not show it, None when no witness could
         tell, "witness": the key of the one that told, "witness_error": why none could}}``."""
         raise self.unsupported("locate_disks")
+
+    def recover(self, name: str, hypervisor: str) -> VM:
+        """Start VM ``name``, whose host failed and is fenced (proven powered off), on the host
+        ``hypervisor`` of this provider, from its own disks, in the platform's own way of
+        restarting a failed host's VM. Returns the VM dict after, the VM running there."""
+        raise self.unsupported("recover")
 
     def set_maintenance(self, hypervisor: str, enabled: bool) -> bool:
         """Put the host ``hypervisor`` of this provider in the platform's maintenance mode

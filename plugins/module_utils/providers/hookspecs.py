@@ -189,6 +189,16 @@ def resilient_virt_release_capacity(provider: Provider,
 #   removes what it made on the target; there are never two copies of the VM that run.
 # * ``changed`` is False in the VM dict when the VM already was where asked (``migrate``).
 #
+#   recover(name, hypervisor) -> VM dict   capability ``recover``: start the VM of a host that
+#       failed and is fenced (proven powered off) on the host ``hypervisor`` of this provider,
+#       from its own disks, the platform's way (vSphere: registered again from its datastore;
+#       Proxmox VE: its HA manager's recovery). The evacuation of a fenced hypervisor
+#       (``_failover/evacuation.py``) calls it for a move within one provider, before
+#       ``migrate``, which needs the VM's host to answer. Guarded as a changing call; a retry
+#       looks first whether the VM runs on ``hypervisor``. The backend checks what the move
+#       needs (the host sees the VM's storage) and refuses with Conflict or NotSupported naming
+#       it before anything changes.
+#
 #   set_maintenance(hypervisor, enabled) -> bool   capability ``maintenance``: the host in or out
 #       of the platform's own maintenance mode (vSphere: EnterMaintenanceMode_Task), True when
 #       it changed; its hypervisor dict then reads ``state: maintenance``. The ``hypervisor``
