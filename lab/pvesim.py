@@ -9,8 +9,8 @@ The cluster: the nodes :data:`NODES`, a storage ``vmdata`` (type dir, for disks,
 and cloud-init drives) and a template ``tpl`` (vmid :data:`TEMPLATE_ID`, a disk and a NIC) on
 the first node; every new VM runs a simulated QEMU guest agent; nodes can be put in HA
 maintenance (:func:`with_node_maintenance`), vzdump stores its archives
-(:func:`with_vzdump_archives`) and a VM migrates to another node (:func:`with_qemu_migration`):
-fakepve itself has none of them. It serves HTTPS
+(:func:`with_vzdump_archives`), PVE restores one (:func:`with_qmrestore`) and a VM migrates to
+another node (:func:`with_qemu_migration`): fakepve itself has none of them. It serves HTTPS
 on 127.0.0.1 with a certificate of the lab CA (the one the vSphere simulator's certificate
 comes from), so
 the provider settings keep ``validate_certs`` on and name the CA in ``ca_path``; the login is
@@ -94,10 +94,23 @@ def with_vzdump_archives(pve):
     task that holds the VM's ``backup`` lock for ``pve.vzdump_secs`` PVE seconds (default 0),
     then stores ``backup/vzdump-qemu-<vmid>-<time>.vma.zst`` on the storage it names (default
     ``local``) with the notes of its ``notes-template`` (``{{guestname}}``, ``{{vmid}}``,
-    ``{{node}}``, ``{{cluster}}`` filled in), as PVE lists them in the storage's content.
-    Restoring an archive stays what fakepve answers: not supported."""
+    ``{{node}}``, ``{{cluster}}`` filled in), as PVE lists them in the storage's content. What
+    the archive holds is kept in ``pve.archives`` by volume id: the VM's config, its name and
+    the size in bytes of each disk (what :func:`with_qmrestore` restores)."""
+    from fakepve.lxc import parse_size
+    from fakepve.qemu import drives_of
+
     synthesise = pve.synthesise
     pve.vzdump_secs = 0
+    pve.archives = {}
+
+    def contents(vm):
+        config = {k: v for k, v in vm.config.items() if k != "lock"}
+        disks = {}
+        for key, volume, props in drives_of(config, skip_cdrom=True):
+            stored = pve._qm_volume(volume) or {}
+            disks[key] = int(stored.get("size") or parse_size(props.get("size", "")) or 0)
+        return {"config": config, "name": vm.name, "disks": disks}
 
     async def with_archive(match, method, info, user, values):
         if method != "POST" or match.template != "/nodes/{node}/vzdump" or \
@@ -130,6 +143,7 @@ def with_vzdump_archives(pve):
             pve.storages[storage].setdefault("volumes", {})[volname] = {
                 "content": "backup", "format": "vma.zst", "size": 64 * 1024 ** 2,
                 "ctime": int(now), "vmid": vm.vmid, "notes": notes}
+            pve.archives["%s:%s" % (storage, volname)] = contents(vm)
             return "INFO: Finished Backup of VM %d" % vm.vmid
         return await pve.task(vm.node, "vzdump", vm.vmid, user or USERNAME, body, lock=False,
                               log=["INFO: starting new backup job: vzdump %d" % vm.vmid])
@@ -180,6 +194,118 @@ def with_qemu_migration(pve):
     return pve
 
 
+def with_qmrestore(pve):
+    """Give a fakepve cluster PVE's restore of a vzdump archive, which it refuses (it answers
+    "restoring an archive is not supported"): ``POST /nodes/<node>/qemu`` with ``archive`` (the
+    volume id of an archive :func:`with_vzdump_archives` stored) answers at once with the UPID
+    of a ``qmrestore`` task, as PVE's qmrestore through the API does. Like PVE, the request
+    first puts the ``create`` lock on the VM (a new one, or the existing one with ``force``);
+    the task holds it for ``pve.restore_secs`` PVE seconds (default 0), then the VM has the
+    archive's config with a new disk of the archive's size for each of its disks, on
+    ``storage`` when given (else the storage each disk was on), the request's other options
+    (``name``...) over it; ``unique`` gives new MAC addresses, ``start`` starts it. A
+    restore onto an existing VM frees its old disks when the task begins. A task that fails
+    frees the disks it made; a new VM is removed, an existing one stays locked (``create``)
+    with an empty config, as PVE leaves it. Refused as PVE refuses, with its words: an archive
+    on a storage that does not exist or that the node cannot see, an archive that is not
+    there, a drive option next to ``archive`` (400), an existing VM without ``force``, a
+    running or locked one. The restore through ``qmrestore`` on a node's shell, and archives
+    on a Proxmox Backup Server, are not modelled. It is a simulator: no disk data is copied."""
+    from fakepve.model import FakeVm, PveError, TaskError
+    from fakepve.qemu import DRIVE_KEY, drives_of, join_drive, volume_ref, with_mac
+
+    answer = pve.answer
+    pve.restore_secs = 0
+
+    def archive_of(volid, node):
+        sid, volname = volume_ref(str(volid))
+        if sid not in pve.storages:
+            raise PveError(500, "storage '%s' does not exist" % sid)
+        pve._check_enabled(sid, node)
+        if volname not in pve.storages[sid].get("volumes", {}) or volid not in pve.archives:
+            raise PveError(500, "can't find file '%s'" % volid)
+        return pve.archives[volid]
+
+    def restored_config(archive, values, vmid, made):
+        config = dict(archive["config"])
+        for key, volume, props in drives_of(archive["config"], skip_cdrom=True):
+            if volume in ("none", "cdrom") or volume.endswith(":cloudinit"):
+                continue
+            sid = values.get("storage") or volume_ref(volume)[0]
+            store = pve.storages.get(sid)
+            if store is None or "images" not in str(store.get("content", "")):
+                raise TaskError("storage '%s' does not support vm images" % sid)
+            extension = volume.rsplit(".", 1)[-1]
+            fmt = props.pop("format", None) or (extension if extension in ("qcow2", "raw", "vmdk") else None)
+            volid, _fmt = pve._qm_alloc(sid, vmid, fmt, archive["disks"][key])
+            made.append(volid)
+            config[key] = join_drive(volid, props)
+        for key, value in values.items():
+            if key not in ("node", "vmid", "archive", "storage", "force", "unique", "start",
+                           "pool", "bwlimit", "live-restore"):
+                config[key] = value
+        if str(values.get("unique") or "0") in ("1", "true"):
+            for key in [k for k in config if k.startswith("net") and k[3:].isdigit()]:
+                config[key] = with_mac(config[key], fresh=True)
+        return config
+
+    async def restore(values, user):
+        node, vmid = values["node"], int(values["vmid"])
+        archive = archive_of(values["archive"], node)
+        for key in values:
+            if DRIVE_KEY.match(key):
+                raise PveError(400, "Parameter verification failed.",
+                               {key: "option conflicts with option 'archive'"})
+        emsg = "unable to restore VM %d -" % vmid
+        vm = pve.vm(vmid)
+        existing = vm is not None
+        if existing and str(values.get("force") or "0") not in ("1", "true"):
+            raise PveError(500, "%s VM %d already exists on node '%s'" % (emsg, vmid, vm.node))
+        if existing and vm.status == "running":
+            raise PveError(500, "%s vm is running" % emsg)
+        if existing and vm.lock:
+            raise PveError(500, "%s VM is locked (%s)" % (emsg, vm.lock))
+        if not existing:
+            vm = FakeVm(vmid, values.get("name") or archive["name"], node=node)
+            vm.config = {}
+            pve.vms.append(vm)
+        vm.lock = vm.config["lock"] = "create"
+
+        async def body():
+            made = []
+            try:
+                await pve.pause(pve.restore_secs)
+                for _key, volume, _props in drives_of(vm.config, skip_cdrom=True):
+                    pve._qm_free(volume)
+                vm.config = {"lock": "create"}
+                config = restored_config(archive, values, vmid, made)
+            except (PveError, TaskError) as err:
+                for volid in made:
+                    pve._qm_free(volid)
+                if not existing and vm in pve.vms:
+                    pve.vms.remove(vm)
+                raise TaskError("%s %s" % (emsg, getattr(err, "message", None) or err)) from err
+            vm.config = config
+            vm.name = config.get("name") or archive["name"]
+            vm.lock = None
+            if str(values.get("start") or "0") in ("1", "true"):
+                vm.status = vm.qmpstatus = "running"
+                vm.started_at = time.time()
+            return "restore vma archive: %s" % values["archive"]
+        return await pve.task(node, "qmrestore", vmid, user or USERNAME, body, vm=vm,
+                              log=["restore vma archive: %s" % values["archive"]])
+
+    async def with_restore(request, match, params, user, call=None):
+        if request.method == "POST" and match is not None and \
+                match.template == "/nodes/{node}/qemu" and params.get("archive"):
+            return await answer(request, match, params, user,
+                                lambda _match, values: restore(values, user))
+        return await answer(request, match, params, user, call)
+
+    pve.answer = with_restore
+    return pve
+
+
 def build_cluster(password, port):
     """The simulated cluster (a fakepve FakePve, not started): nodes, storage, template."""
     import fakepve
@@ -204,7 +330,7 @@ def build_cluster(password, port):
         "net0": "virtio=BC:24:11:AA:00:01,bridge=vmbr0", "agent": "1"})
     pve.storages[STORAGE]["volumes"] = {disk: {
         "content": "images", "format": "qcow2", "size": 2 * 1024 ** 3, "vmid": TEMPLATE_ID}}
-    return with_qemu_migration(with_vzdump_archives(with_node_maintenance(pve)))
+    return with_qmrestore(with_qemu_migration(with_vzdump_archives(with_node_maintenance(pve))))
 
 
 async def _serve(paths, port, cert, key):
