@@ -21,7 +21,7 @@ HTTP (``protocol: http``), for tests of what plain HTTP means.
 Functions for the lab: ``start(run_dir) -> provider dict``, ``stop(run_dir)``,
 ``status(run_dir)``, ``pause``/``resume`` (SIGSTOP/SIGCONT: a provider that hangs), and
 ``set_host_connection(settings, host, state)`` (a host that stops responding to its vCenter,
-and comes back: ``/lab/host-connection`` of ``main.go``).
+its VMs disconnected, and comes back: ``/lab/host-connection`` of ``main.go``).
 Command line: ``python3 lab/vcsim.py up|down|status|pause|resume|build [--run-dir DIR]
 [--port N] [--tls ca|self-signed|off]``; it prints the status as JSON with the password masked.
 """
@@ -473,7 +473,8 @@ def resume(run_dir=None):
 def set_host_connection(settings, host, state):
     """Set the ``runtime.connectionState`` of the simulated host named ``host`` (``connected``,
     ``disconnected`` or ``notResponding``) through the simulator of ``settings`` (as
-    :func:`start` returns them)."""
+    :func:`start` returns them). Its VMs read ``disconnected`` while it is not connected, their
+    power state the last one known, and may then be unregistered (lab-only: see ``main.go``)."""
     import base64
     import ssl
     import urllib.parse
