@@ -19,7 +19,8 @@ caller's time limit stops polling at its next poll.
 This file holds the provider's options, its sessions, its error mapping and the reads; the
 files of the package get a login's ``Session`` (``session.py``: the lookups every operation
 makes) and do the rest: ``create.py`` creates and clones VMs, ``edit.py`` changes and moves them
-(``reconfigure``, ``migrate``), ``power.py`` powers them, ``backup.py`` takes snapshots. Where a
+(``reconfigure``, ``migrate``), ``recover.py`` registers a failed host's VMs on another host,
+``power.py`` powers them, ``backup.py`` takes snapshots. Where a
 VM goes and where it is (``placement``) is worked out by ``location.py``; a VM listing reads
 the folders and resource pools above its VMs in the same query as the VMs. Guest information
 comes from VMware Tools, in the same read as the rest.
@@ -54,6 +55,8 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.
     set_maintenance as set_host_maintenance)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.power import (
     power as power_vm)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.recover import (
+    recover as recover_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._tls import (
     certificate_error, check_ca_path, ssl_context)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.inventory import (
@@ -357,6 +360,9 @@ class VSphereProvider(SharedConnectionMixin, Provider):
 
     def migrate(self, name, hypervisor, resource_pool=None, datastore=None):
         return migrate_vm(self, name, hypervisor, resource_pool, datastore)
+
+    def recover(self, name, hypervisor):
+        return recover_vm(self, name, hypervisor)
 
     def set_maintenance(self, hypervisor, enabled):
         return set_host_maintenance(self, hypervisor, enabled)

@@ -24,6 +24,7 @@ FAULTS = {
     "vim.fault.DuplicateName": Conflict,
     "vim.fault.AlreadyExists": Conflict,
     "vim.fault.FileAlreadyExists": Conflict,
+    "vim.fault.FileLocked": Conflict,  # another host holds the VM's files (recover, power on)
     "vim.fault.InvalidState": Conflict,
     "vim.fault.TaskInProgress": Conflict,
     "vim.fault.ResourceInUse": Conflict,
@@ -46,6 +47,7 @@ FAULTS = {
     "vmodl.fault.MethodNotFound": NotSupported,
     "vim.fault.InsufficientResourcesFault": QuotaExceeded,
     "vim.fault.NoDiskSpace": QuotaExceeded,
+    "vim.fault.OutOfBounds": QuotaExceeded,  # e.g. a host's limit of registered VMs
     "vim.fault.HostConnectFault": Unavailable,
     "vmodl.fault.HostCommunication": Unavailable,
     "vmodl.fault.SystemError": Unavailable,
@@ -56,6 +58,8 @@ SESSION_LOST = "vim.fault.NotAuthenticated"
 _HINTS = {
     "vim.fault.InvalidLogin": "check provider.username and provider.password",
     "vim.fault.NoPermission": "grant the user a role with the missing privilege",
+    "vim.fault.FileLocked": "another host still holds a lock on the VM's files: make sure the "
+                            "host it ran on is off (fenced) and run again once its locks expired",
     "vim.fault.ToolsUnavailable": "VMware Tools do not run in the guest; power the VM off "
                                   "instead",
     "vim.fault.CpuHotPlugNotSupported": "power the VM off first (vSphere keeps no changes for "
