@@ -2,7 +2,8 @@
 archives vzdump stores, which fakepve does not model: ``lab/pvesim.py``), through real
 ansible-playbook runs: a running VM backed up with vzdump (the record Completed, the archive on
 the backup storage with the record's name in its notes, the VM still running), the same task
-again changes nothing, a restore and an incremental backup are NotSupported, the backup deleted
+again changes nothing, an incremental backup is NotSupported, a restore onto the running VM a
+Conflict (restores: test_proxmox_restore.py), the backup deleted
 with its archive; the token secret appears in no output or store. The simulator's storage and
 task list are the oracle.
 """
@@ -50,9 +51,9 @@ def test_vzdump_backup_through_the_backup_module(simulated_pve, tmp_path):
 
     again = run.task("again")
     assert not again.failed and not again["changed"], again
-    for title in ("incremental", "restore"):
+    for title, error in (("incremental", "NotSupported"), ("restore", "Conflict")):
         refused = run.task(title)
-        assert refused.failed and refused["error"]["type"] == "NotSupported", refused
+        assert refused.failed and refused["error"]["type"] == error, refused
     phases = {r["name"]: r["phase"] for r in run.task("listed")["records"]}
     assert phases == {"bk1-b1": "Completed", "bk1-b2": "FailedValidation",
                       "bk1-r1": "FailedValidation"}, phases

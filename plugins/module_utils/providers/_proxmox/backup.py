@@ -7,15 +7,17 @@ VM keeps running, compressed with zstd) to the storage ``provider.backup_storage
 :data:`MARKER` and the backup record's name: this is how an archive made by this collection,
 and by which record, is told from the others. The vzdump task is followed by its UPID; once it
 has ended well, the backup is the newest archive of the VM with those notes on that storage.
-Cancelling stops a running vzdump task and deletes what it stored.
+Cancelling stops a running vzdump task and deletes what it stored. A restore (qmrestore of the
+archive onto the stopped VM or to a new name) is planned, started, followed and cancelled in
+``restore.py``.
 
 Not offered: ``incremental`` (vzdump to a storage writes full archives; Proxmox Backup
-Server's incremental ones need a PBS storage) and restores (``qmrestore`` of an archive: the
-Proxmox VE simulator the tests run against cannot restore one, so it is not offered untested).
+Server's incremental ones need a PBS storage).
 
-Handle: ``{kind, name, vm, node, vmid, storage, notes, task}`` (``task``, the UPID, None until
-started). Artifact: ``{name, vm, incremental: False, parent: None, location: {volid, node,
-storage, vmid}, size_bytes, created_at, complete, managed}``.
+Handle of a backup: ``{kind, name, vm, node, vmid, storage, notes, task}`` (``task``, the UPID,
+None until started); of a restore: ``{kind, name, vm, backup, volid, target, same_vm, node,
+vmid, storage, after, seen, task}``. Artifact: ``{name, vm, incremental: False, parent: None,
+location: {volid, node, storage, vmid}, size_bytes, created_at, complete, managed}``.
 """
 import time
 
@@ -24,6 +26,8 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
 from ansible_collections.resilient.virt.plugins.module_utils.providers.contract import required_text
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.backend import (
     ProxmoxProvider)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.restore import (
+    cancel_restore, poll_restore, prepare_restore, start_restore)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.tasks import (
     status_of, wait)
 
@@ -60,6 +64,14 @@ def _artifact(volume, node, storage, names):
             "complete": True, "managed": managed}
 
 
+def _restore(handle):
+    """True for a restore's handle; InvalidSpec naming ``handle.kind`` for neither kind."""
+    kind = handle.get("kind") if isinstance(handle, dict) else None
+    if kind not in ("backup", "restore"):
+        raise field_error("handle.kind", "must be backup or restore, got %r" % (kind,))
+    return kind == "restore"
+
+
 def _ours(session, handle):
     """The handle's archives (its notes, on its storage), newest last."""
     found = [v for v in _archives(session, handle["node"], handle["storage"], handle["vmid"])
@@ -69,17 +81,16 @@ def _ours(session, handle):
 
 # -- hooks ----------------------------------------------------------------------------------------
 def backup_prepare(provider, request):
-    """Backup: the VM exists; the handle names its node, VM id and the backup storage."""
+    """Backup: the VM exists; the handle names its node, VM id and the backup storage. Restore:
+    see ``restore.prepare_restore``."""
     if not _proxmox(provider):
         return None
     if not isinstance(request, dict) or request.get("kind") not in ("backup", "restore"):
         raise field_error("request.kind", "must be backup or restore")
+    if request["kind"] == "restore":
+        return prepare_restore(provider, provider.session(), request)
     name = required_text(request, "name", "request.name")
     vm = required_text(request, "vm", "request.vm")
-    if request["kind"] == "restore":
-        raise NotSupported("restoring a vzdump archive is not offered by the proxmox provider "
-                           "yet; restore backup %r with qmrestore or PVE's web interface"
-                           % name)
     if request.get("incremental"):
         raise NotSupported("the proxmox provider takes full vzdump archives only; back up VM %r "
                            "without incremental" % vm)
@@ -92,9 +103,11 @@ def backup_prepare(provider, request):
 
 def backup_start(provider, handle):
     """``vzdump`` of the VM, unless the handle's task already runs or its archive exists; the
-    handle gets the task's UPID."""
+    handle gets the task's UPID. A restore: ``restore.start_restore``."""
     if not _proxmox(provider):
         return None
+    if _restore(handle):
+        return start_restore(provider, provider.session(), handle)
     if backup_poll(provider, handle)["state"] in ("running", "completed"):
         return handle
     upid = provider.session().post("nodes", handle["node"], "vzdump", vmid=handle["vmid"],
@@ -105,10 +118,12 @@ def backup_start(provider, handle):
 
 def backup_poll(provider, handle):
     """From the handle's task while it runs or failed, else from the storage's archives: the
-    backup is completed when its archive is there."""
+    backup is completed when its archive is there. A restore: ``restore.poll_restore``."""
     if not _proxmox(provider):
         return None
     session = provider.session()
+    if _restore(handle):
+        return poll_restore(session, handle)
     out = {"state": "missing", "progress": None, "message": None, "warnings": [],
            "task": handle.get("task")}
     if handle.get("task"):
@@ -133,10 +148,12 @@ def backup_poll(provider, handle):
 
 def backup_cancel(provider, handle):
     """Stop the handle's task when it runs and wait until it has ended (an archive may still
-    land meanwhile), then delete its archives."""
+    land meanwhile), then delete its archives. A restore: ``restore.cancel_restore``."""
     if not _proxmox(provider):
         return None
     session = provider.session()
+    if _restore(handle):
+        return cancel_restore(provider, session, handle)
     if handle.get("task") and status_of(session, handle["task"])["state"] == "running":
         session.delete("nodes", handle["node"], "tasks", handle["task"])
         try:

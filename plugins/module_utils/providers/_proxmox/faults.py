@@ -74,7 +74,7 @@ _MESSAGES = (
                                    "disks on another storage (placement.datastore)" % t,
                                    details=d)),
     (re.compile(r"Configuration file '[^']*' does not exist|does not exist$|no such VM|"
-                r"no such resource"),
+                r"no such resource|can't find file|is not available on node"),
      lambda m, t, d: NotFound(t, details=d)),
     (re.compile(r"already exists|already running|not running|is running|protection mode|"
                 r"checksum mismatch|used in HA resources|is a template|if it's a template"),
