@@ -19,8 +19,9 @@ description:
   - "vSphere: a backup is a snapshot of the VM (no memory, no quiescing); a restore reverts the
     VM to it; O(target) must be the VM itself."
   - "Proxmox VE: a backup is a full vzdump archive (mode snapshot) on the storage
-    C(provider.backup_storage) (default C(local)); O(incremental) and restores are not offered
-    (NotSupported)."
+    C(provider.backup_storage) (default C(local)); O(incremental) is not offered (NotSupported).
+    A restore is PVE's qmrestore of the archive, its disks on C(provider.storage): onto the same
+    (stopped) VM, or to a new VM O(target) (a new VM id and MAC addresses), left stopped."
   - The record is written before the provider operation starts, and the operation's handle
     before anything waits on it. The owner of a record (this task) holds a lease of O(lease) and
     renews it while it waits. A run that dies leaves a record whose lease expires; the next
