@@ -79,7 +79,7 @@ def test_a_backup_restored_to_a_new_name(sim, tmp_path, guarded_provider):
     original = sim.oracle.nodes("pve2").qemu(source).config.get()
     assert (config["memory"], config["cores"]) == (original["memory"], original["cores"]), config
     assert config["scsi0"] == "vmdata:%d/vm-%d-disk-0.qcow2,size=1G" % (copy["vmid"], copy["vmid"])
-    assert config["net0"].split(",")[0] != original["net0"].split(",")[0], config  # a new MAC
+    assert config["net0"].split(",", 1)[0] != original["net0"].split(",", 1)[0], config  # a new MAC
     assert sim.pve.vm(source).status == "running" and original["name"] == "rs1"
     assert len(_restores(sim, copy["vmid"])) == 1  # the rerun restored nothing
 
