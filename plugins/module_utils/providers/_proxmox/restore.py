@@ -11,10 +11,10 @@ original. The VM is left stopped.
 
 The handle names the VM id, so a retried start looks first: the handle's task, or a
 ``qmrestore`` task of that VM id on the node that was not there when the restore was planned
-(``after``, ``seen``), is this restore's, and it is followed instead of restoring twice. Cancelling stops
-the task and waits for its end; a new VM this restore made is then deleted, the VM the backup
-was taken of never is (a restore onto it that PVE interrupted leaves it locked ``create``; see
-docs/backup.md).
+(``after``, ``seen``), is this restore's, and it is followed instead of restoring twice.
+Cancelling stops the task and waits for its end; a new VM this restore made is then deleted,
+the VM the backup was taken of never is (a restore onto it that PVE interrupted leaves it
+locked ``create``; see docs/backup.md).
 """
 from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, NotFound, VirtError, field_error)
