@@ -182,7 +182,7 @@ def migrate(provider, name, hypervisor, resource_pool=None, datastore=None):
 
 def _refuse_lost_host(session, key, name, host_ref, target):
     """NotSupported when VM ``name`` is on a host vCenter does not reach (a move off it is
-    refused by vCenter; recovering it means registering it again on another host)."""
+    refused by vCenter; ``recover`` registers it again on another host)."""
     from pyVmomi import vim
 
     if host_ref is None:
@@ -193,8 +193,9 @@ def _refuse_lost_host(session, key, name, host_ref, target):
     if state != "connected" and host.get("name") != target:
         raise NotSupported("VM %r of %s is on host %s, which vCenter reports %s: vCenter moves no "
                            "VM off a host it does not reach; such a VM is recovered by registering "
-                           "it again from its datastore on another host, which this collection "
-                           "does not do (vSphere HA restarts it)" % (name, key, host.get("name"), state))
+                           "it again from its datastore on another host: fence the host, then "
+                           "evacuate it (resilient.virt.failover_reservation state=evacuated), "
+                           "which does that" % (name, key, host.get("name"), state))
 
 
 def backing_resolver(session, props):
