@@ -13,8 +13,8 @@ while it serves), ``later(seconds, fn)`` does so after a while.
 
 Faults are fakepve's own (its README): config locks, offline nodes, lost quorum, slow tasks,
 answers given instead of the real one (``fail``); and, the lab's additions (fakepve has
-none of them), nodes in HA maintenance (``pve.maintenance``), the archives vzdump stores and
-VMs that migrate to another node.
+none of them), nodes in HA maintenance (``pve.maintenance``), the archives vzdump stores, their
+restores, and VMs that migrate to another node.
 """
 import asyncio
 import secrets
@@ -24,7 +24,7 @@ import fakepve
 from fakepve.certs import make_cert
 from fakepve.model import FakeVm
 from pvesim import (  # lab/ is on sys.path (conftest.py)
-    with_node_maintenance, with_qemu_migration, with_vzdump_archives)
+    with_node_maintenance, with_qemu_migration, with_qmrestore, with_vzdump_archives)
 
 HOST = "127.0.0.1"
 NODES = ("pve1", "pve2", "pve3")
@@ -40,8 +40,8 @@ class SimulatedPve:
         cert, key, _der = make_cert(str(directory), hosts=(HOST,))
         self.password = "pw-" + secrets.token_hex(8)
         self.token_secret = secrets.token_hex(16)
-        self.pve = with_qemu_migration(with_vzdump_archives(with_node_maintenance(
-            fakepve.FakePve(user="root@pam", password=self.password, host=HOST, port=0))))
+        self.pve = with_qmrestore(with_qemu_migration(with_vzdump_archives(with_node_maintenance(
+            fakepve.FakePve(user="root@pam", password=self.password, host=HOST, port=0)))))
         self.pve.time_scale = 0
         self.pve.apitokens["root@pam!ci"] = self.token_secret
         self.pve.storages["vmdata"] = {"type": "dir", "active": 1, "content": "images",

@@ -9,7 +9,6 @@ proxmoxer session of the test's own and the simulator's task list. One simulator
 """
 import pytest
 from playbook_runner import play, run_playbook
-from pvesim import with_qmrestore  # lab/ is on sys.path (conftest.py)
 
 DISK_BYTES = 1024 ** 3
 
@@ -21,7 +20,6 @@ def sim(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         served = pve_simulator.serve(tmp_path_factory.mktemp("pve"), patch)
         simulator = next(served)
-        simulator.call(lambda: with_qmrestore(simulator.pve))
         yield simulator
         served.close()
 
