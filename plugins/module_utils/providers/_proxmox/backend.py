@@ -21,7 +21,8 @@ and clones VMs, ``edit.py`` changes them, ``power.py`` powers them, ``delete.py`
 (an HA resource taken out of HA first), ``snapshots.py`` takes, lists, reverts and deletes
 snapshots, ``vm_dict.py`` and
 ``guest.py`` make VM dicts of PVE's answers, ``spec.py`` checks specs; ``backup.py`` holds the
-backup hooks (vzdump), ``nodes.py`` the warnings about offline nodes and nodes in maintenance.
+backup hooks (vzdump), ``nodes.py`` the warnings about offline nodes and nodes in maintenance,
+``recover.py`` the recovery of a failed node's VM by PVE's HA manager.
 """
 import re
 
@@ -49,6 +50,8 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.
     maintenance_nodes, maintenance_warning, offline_nodes, offline_warning)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.power import (
     power as power_vm)
+from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.recover import (
+    recover as recover_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.session import (
     Session)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox import snapshots
@@ -73,7 +76,8 @@ class ProxmoxProvider(SharedConnectionMixin, Provider):
 
     type_name = "proxmox"
     capabilities = frozenset(("validate", "list_hypervisors", "list_vms", "describe", "find",
-                              "create", "delete", "power", "reconfigure", "task_status", "migrate")
+                              "create", "delete", "power", "reconfigure", "task_status", "migrate",
+                              "recover")
                              + SNAPSHOT_CAPABILITIES)
     reconfigurable = frozenset(("vcpus", "memory_mb", "metadata", "tags", "autostart"))
     options = dict(Provider.options, **{
@@ -310,8 +314,13 @@ class ProxmoxProvider(SharedConnectionMixin, Provider):
         return records
 
     def describe(self, name):
+        """The VM dict; a VM of an offline node (status ``unknown``) from its cluster entry
+        alone, as the lists show it (its node would answer for the rest)."""
         session = self.session()
-        return session.describe(session.find_vm(name), name)
+        record = session.find_vm(name)
+        if record.get("status") == "unknown":
+            return session.entry_summary(record)
+        return session.describe(record, name)
 
     def find(self, uuid):
         """The name of the VM whose SMBIOS uuid is given, or ``/<node>/<vmid>`` when its name
@@ -344,6 +353,11 @@ class ProxmoxProvider(SharedConnectionMixin, Provider):
     def migrate(self, name, hypervisor, resource_pool=None, datastore=None):
         """To the node ``hypervisor`` by PVE's migration (``migrate.py``)."""
         return migrate_vm(self, name, hypervisor, resource_pool, datastore)
+
+    def recover(self, name, hypervisor):
+        """On the node ``hypervisor``, from a failed, fenced node, by PVE's HA manager
+        (``recover.py``)."""
+        return recover_vm(self, name, hypervisor)
 
     def task_status(self, task_id):
         """State of the PVE task ``task_id`` (a UPID): running, success or error."""

@@ -15,7 +15,8 @@ manager is asked only when the cluster has HA resources (a VM with a ``hastate``
 maintenance there is not reported.
 """
 
-__all__ = ("maintenance_nodes", "maintenance_warning", "offline_nodes", "offline_warning")
+__all__ = ("ha_maintenance", "maintenance_nodes", "maintenance_warning", "offline_nodes",
+           "offline_warning")
 
 
 def offline_nodes(records):
@@ -41,9 +42,14 @@ def maintenance_nodes(session, records):
     if not any(r.get("hastate") for r in records if r.get("type") == "qemu"):
         return []
     try:
-        answer = session.get("cluster", "ha", "status", "manager_status") or {}
+        return ha_maintenance(session)
     except Exception:  # noqa: BLE001 - only a warning rests on it: a user without Sys.Audit on /
         return []      # (or an HA manager that does not answer) lists the VMs all the same
+
+
+def ha_maintenance(session):
+    """Sorted names of the nodes PVE's HA manager has in maintenance, from its status."""
+    answer = session.get("cluster", "ha", "status", "manager_status") or {}
     status = (answer.get("manager_status") or {}).get("node_status") or {}
     return sorted(node for node, state in status.items() if state == "maintenance")
 
