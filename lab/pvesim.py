@@ -37,6 +37,7 @@ import urllib.error
 import urllib.request
 
 import vcsim  # lab/vcsim.py: the lab CA
+from pvesim_ha import with_ha_recovery
 from runstate import process_state, read_text, write_private
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -330,7 +331,7 @@ def build_cluster(password, port):
         "net0": "virtio=BC:24:11:AA:00:01,bridge=vmbr0", "agent": "1"})
     pve.storages[STORAGE]["volumes"] = {disk: {
         "content": "images", "format": "qcow2", "size": 2 * 1024 ** 3, "vmid": TEMPLATE_ID}}
-    return with_qmrestore(with_qemu_migration(with_vzdump_archives(with_node_maintenance(pve))))
+    return with_ha_recovery(with_qmrestore(with_qemu_migration(with_vzdump_archives(with_node_maintenance(pve)))))
 
 
 async def _serve(paths, port, cert, key):
