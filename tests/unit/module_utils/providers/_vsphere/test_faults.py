@@ -36,6 +36,8 @@ vim, vmodl = pyVmomi.vim, pyVmomi.vmodl
     (vim.fault.CustomizationPending, Conflict),
     (vim.fault.CpuIncompatible, InvalidSpec),
     (vim.fault.MigrationFault, Conflict),
+    (lambda: vim.fault.FileLocked(file="[ds1] web/web.vmx"), Conflict),  # recover, power on
+    (vim.fault.OutOfBounds, QuotaExceeded),
 ])
 def test_faults(fault, kind):
     exc = fault()
