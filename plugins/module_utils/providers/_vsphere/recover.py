@@ -144,8 +144,9 @@ def _unregistered_vmx(session, target, name):
         datacenter=datacenter, path=path) is None]
     if not free:
         raise NotFound("no VM named %r on %s, and no %s.vmx that no VM is registered from on the "
-                       "datastores host %s sees" % (name, session.provider.key, name,
-                                                    target[1]["name"]))
+                       "datastores host %s sees; if its files have another name (a VM renamed "
+                       "after it was made), register its .vmx by hand"
+                       % (name, session.provider.key, name, target[1]["name"]))
     if len(free) > 1:
         raise Conflict("several unregistered configuration files are named %s.vmx (%s); register "
                        "the one of VM %r by hand" % (name, ", ".join(free), name))
