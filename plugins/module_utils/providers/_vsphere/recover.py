@@ -18,8 +18,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.
 
 __all__ = ("recover",)
 
-VM_PATHS = ("name", "runtime.host", "runtime.powerState", "runtime.connectionState",
-            "config.files.vmPathName", "datastore", "parent")
+VM_PATHS = ("runtime.host", "config.files.vmPathName", "datastore", "parent")
 HOST_PATHS = ("name", "runtime.connectionState")
 
 
