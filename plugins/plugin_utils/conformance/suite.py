@@ -21,6 +21,7 @@ from ansible_collections.resilient.virt.plugins.module_utils.errors import (
     Conflict, InvalidSpec, NotFound, NotSupported, Timeout, Unauthorized, Unavailable)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._reconfigure import (
     differences)
+from ansible_collections.resilient.virt.plugins.plugin_utils.conformance.backups import BackupCases
 from ansible_collections.resilient.virt.plugins.plugin_utils.conformance.capabilities import (
     CapabilityCases)
 from ansible_collections.resilient.virt.plugins.plugin_utils.conformance.checks import (
@@ -46,10 +47,11 @@ def _probe(guarded: Any) -> Any:
     return lambda: guarded.describe("conformance-probe")
 
 
-class ConformanceSuite(CapabilityCases, ListingCases):
+class ConformanceSuite(CapabilityCases, BackupCases, ListingCases):
     """The cases every backend must pass; :class:`CapabilityCases` adds one per optional
-    capability, skipped where the backend does not declare it, :class:`ListingCases` the one of
-    a backend's own ``list_hypervisors_and_vms``."""
+    capability, skipped where the backend does not declare it, :class:`BackupCases` the one of
+    the backup hooks, :class:`ListingCases` the one of a backend's own
+    ``list_hypervisors_and_vms``."""
 
     # -- lifecycle and idempotence -----------------------------------------------------------
     def test_lifecycle(self, conformance_backend: Any, tmp_path: Any) -> None:
