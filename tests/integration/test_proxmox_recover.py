@@ -6,7 +6,8 @@ every node answers, then pve2 set offline (fakepve's own fault) and evacuated.
 pve2 holds a VM on shared storage that is not an HA resource, one that is the user's HA resource,
 and one with a disk on storage that is not shared; pve1 holds a VM of the user with an HA rule of
 the user. The oracle is the test's own proxmoxer session: where each VM runs, and the cluster's
-HA resources and rules, which must be the user's as before the evacuation.
+HA resources and rules, which must be the user's as before the evacuation. A recovery stopped
+midway (the VM already the collection's HA resource) is finished by the next call.
 """
 import uuid
 from urllib.parse import unquote
@@ -117,3 +118,25 @@ def test_a_failed_nodes_vms_run_on_their_reservations_by_pves_ha_manager(cluster
     assert all(moves_again[name]["action"] == "none" for name in ("rc-web", "rc-db")), moves_again
     assert _where(sim) == where and _ha(sim) == user_ha
     assert len(_ha_changes(sim)) == before + len(asked)  # the rerun changed no HA setting
+
+
+def test_a_recovery_stopped_midway_is_finished_by_the_next(cluster, guarded_provider):
+    """A run killed after it made the VM the collection's HA resource (state stopped): PVE's HA
+    manager has since moved the stopped VM's configuration onto a node of its choice. The next
+    recover finishes the move onto its target and gives HA back."""
+    from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.recover import (
+        OWN_COMMENT)
+
+    sim = cluster
+    user_ha = _ha(sim)
+    vmid = sim.new_vm("rc-half", "pve2", status="stopped")
+    sim.call(lambda: sim.pve.vm(vmid).config.update(scsi0="shared:%d/vm-%d-disk-0.qcow2,size=4G" % (vmid, vmid)))
+    sim.call(lambda: sim.pve.set_node_offline("pve2"))
+    sim.oracle.cluster.ha.resources.post(sid="vm:%d" % vmid, state="stopped", comment=OWN_COMMENT)
+    node, status = _where(sim)["rc-half"]
+    assert status == "stopped" and node != "pve2"  # the HA manager's own recovery, stopped
+    target = "pve3" if node == "pve1" else "pve1"
+
+    vm = guarded_provider(sim.provider).recover("rc-half", target)
+    assert vm["hypervisor"] == target and vm["state"] == "running", vm
+    assert _where(sim)["rc-half"] == (target, "running") and _ha(sim) == user_ha
