@@ -15,7 +15,9 @@ it there. :func:`recover` hands the VM to it for one recovery, onto the node ask
    :data:`RULE_PREFIX` ``<vmid>`` that allows the target node only, then asks ``started``;
 3. waits, within ``task_timeout``, until the VM runs on the target;
 4. puts HA back as the user had it: the rule removed, the HA resource too when it is the
-   collection's.
+   collection's; the same for any other VM that a rule of the collection pins to the node it
+   runs on (left by a run that stopped there: its retry, finding the VM running, did not call
+   again).
 
 A run stopped anywhere is finished by the next: the rule and a resource of the collection show
 that a recovery is under way (the checks are then not made again), and a VM that runs on the
@@ -61,7 +63,7 @@ def recover(provider, name, node):
             _check(session, records, record, name, node, resource, rules)
         _hand_over(session, sid, vmid, node, resource, rule_id(vmid) in rules)
         _until_running(session, name, node)
-    _give_back(session, sid, vmid)
+    _give_back(session, sid)
     return session.describe(session.find_vm(name), name)
 
 
@@ -158,11 +160,21 @@ def _until_running(session, name, node):
         time.sleep(POLL)
 
 
-def _give_back(session, sid, vmid):
-    """The collection's rule removed, and the HA resource when it is the collection's."""
-    rules = [r.get("rule") for r in session.get("cluster", "ha", "rules") or []]
-    if rule_id(vmid) in rules:
-        session.delete("cluster", "ha", "rules", rule_id(vmid))
-    resources = dict((r.get("sid"), r) for r in session.get("cluster", "ha", "resources") or [])
-    if _is_own(resources.get(sid)):
-        session.delete("cluster", "ha", "resources", sid)
+def _give_back(session, sid):
+    """HA as the user had it, for the VM ``sid`` and for every VM a rule of the collection
+    pins to a node it runs on (a run that stopped after the VM ran there, and whose retry then
+    found it done, left that rule): the collection's rule removed, and the HA resource when it is
+    the collection's."""
+    running = dict(("vm:%s" % r.get("vmid"), r.get("node")) for r in session.vm_resources()
+                   if r.get("status") == "running")
+    done = {sid}
+    for rule in session.get("cluster", "ha", "rules") or []:
+        name, pinned = str(rule.get("rule") or ""), str(rule.get("resources") or "")
+        if not name.startswith(RULE_PREFIX) or pinned != "vm:%s" % name[len(RULE_PREFIX):]:
+            continue
+        if pinned == sid or running.get(pinned) == rule.get("nodes"):
+            session.delete("cluster", "ha", "rules", name)
+            done.add(pinned)
+    for resource in session.get("cluster", "ha", "resources") or []:
+        if resource.get("sid") in done and _is_own(resource):
+            session.delete("cluster", "ha", "resources", resource["sid"])
