@@ -106,7 +106,7 @@ def _patches():
 def _source_digest():
     """The digest of what the binary is built from: ``main.go`` and the patches."""
     digest = hashlib.sha256()
-    for path in [os.path.join(SOURCE_DIR, "main.go")] + _patches():
+    for path in [os.path.join(SOURCE_DIR, n) for n in sorted(os.listdir(SOURCE_DIR)) if n.endswith(".go")] + _patches():
         with open(path, "rb") as handle:
             digest.update(os.path.basename(path).encode() + b"\0" + handle.read() + b"\0")
     return digest.hexdigest()
