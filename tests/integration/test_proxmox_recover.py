@@ -93,7 +93,7 @@ def test_a_failed_nodes_vms_run_on_their_reservations_by_pves_ha_manager(cluster
 
     evacuate = {"state": "evacuated", "failed_hosts": ["pve2"], "allow_partial": True}
     evacuated = _run(sim, tmp_path, evacuate, "evacuate")
-    assert not evacuated.failed, evacuated.result
+    assert not evacuated.failed and evacuated["changed"] is True, evacuated.result
     moves = dict((move["name"], move) for move in evacuated["evacuation"]["moves"])
     where = _where(sim)
     assert moves["rc-web"]["action"] == "recover", moves["rc-web"]

@@ -3,9 +3,9 @@ host that stops responding to its vCenter is announced once, by the source holdi
 (the other one first hangs holding it), and back once; a vCenter that answers nothing is
 logged, and nothing is announced about its hosts. The confirm step (resilient.virt.hypervisor
 state=fenced, in check mode: nothing fenced) asks vCenter: a host it reports lost is confirmed,
-one it reaches is a flap, and a frozen vCenter confirms nothing. An evacuation's move off a lost
-host is refused with the reason (vCenter refuses it; the simulator alone would make it), and
-the same move from a connected host is made.
+one it reaches is a flap, and a frozen vCenter confirms nothing. A migration off a lost host is
+refused with the reason (vCenter refuses it; the simulator alone would make it), and an
+evacuation's move from the host once connected again migrates the VM.
 
 The simulator's ``/lab/host-connection`` (lab/vcsim/main.go) sets a host's connection state as
 vCenter does when it loses the host; the oracle is what the test set there, and the
@@ -23,6 +23,7 @@ from event_source_process import SourceProcess
 from own_simulator import BIN_DIR, vcsim
 from playbook_runner import play, run_playbook, store_records
 from ansible_collections.resilient.virt.plugins.module_utils._failover.evacuation import execute_move
+from ansible_collections.resilient.virt.plugins.module_utils.errors import NotSupported
 from pyVmomi import vim
 from simulator_session import Simulator
 
@@ -181,7 +182,7 @@ def test_the_confirm_step_asks_vcenter_and_a_frozen_vcenter_confirms_nothing(sim
     assert settings["password"] not in run.output + frozen.output
 
 
-def test_a_move_off_a_lost_host_is_refused_with_the_reason(sim, guarded_provider):
+def test_a_migration_off_a_lost_host_is_refused_with_the_reason(sim, guarded_provider):
     _run_dir, settings = sim
     provider = guarded_provider(dict(settings))
     session = Simulator(settings)
@@ -189,17 +190,17 @@ def test_a_move_off_a_lost_host_is_refused_with_the_reason(sim, guarded_provider
         ref = session.vm("DC0_C0_RP0_VM0")
         lost = session.placement(ref)["host"]
         target = [h for h in ("DC0_C0_H0", "DC0_C0_H1", "DC0_C0_H2") if h != lost][0]
-        move = {"vm": "DC0_C0_RP0_VM0", "to_host": target}
+        move = {"vm": "DC0_C0_RP0_VM0", "from_host": lost, "to_host": target}
         vcsim.set_host_connection(settings, lost, "notResponding")
         try:
-            refused = execute_move(move, {"name": "DC0_C0_RP0_VM0"}, provider, provider, False)
+            with pytest.raises(NotSupported) as refused:
+                provider.migrate("DC0_C0_RP0_VM0", target)
             stayed = session.placement(ref)["host"]
         finally:
             vcsim.set_host_connection(settings, lost, "connected")
         moved = execute_move(move, {"name": "DC0_C0_RP0_VM0"}, provider, provider, False)
-        assert (refused["action"], refused["error"]["type"]) == ("failed", "NotSupported")
-        assert "which vCenter reports notResponding" in refused["error"]["message"]
-        assert "registering it again from its datastore" in refused["error"]["message"]
+        assert "which vCenter reports notResponding" in refused.value.message
+        assert "registering it again from its datastore" in refused.value.message
         assert stayed == lost
         assert moved["action"] == "migrate" and "error" not in moved
         assert session.placement(ref)["host"] == target

@@ -126,6 +126,7 @@ def test_an_evacuation_recovers_a_lost_hosts_vms_onto_their_reservations(sim, tm
         assert moves[name]["to_host"] != LOST
         # exactly one VM of that name, on the reservation's host, running, from the same .vmx
         assert after[name] == [(moves[name]["to_host"], "poweredOn", before[name][0][2], "connected")]
+    assert run.task("evacuate")["changed"] is True
     again = [m for m in run.task("again")["evacuation"]["moves"] if m["name"] in names]
     assert [m["action"] for m in again] == ["none", "none"], again
     assert not run.task("again")["changed"]

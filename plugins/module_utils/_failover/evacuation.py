@@ -115,9 +115,10 @@ def _why_unplaced(vm, held, usable, failed):
 
 
 # -- Carry out an evacuation plan through the providers.
-# A move within one provider starts the VM on the reservation's host the platform's way when the
-# provider can (``recover``: vSphere registers it again from its datastore, Proxmox VE's HA
-# manager recovers it), else relocates it there (``migrate``).
+# A move within one provider relocates the VM to the reservation's host (``migrate``), unless the
+# provider reports the VM's host disconnected: then the VM is started there the platform's way,
+# when the provider can (``recover``: vSphere registers it again from its datastore, Proxmox VE's
+# HA manager recovers it).
 # A move to another provider (libvirt: one provider per hypervisor) defines the VM on the target
 # from the definition recorded at the last reconcile cycle and starts it, on its own disk files:
 # each must be a volume of a storage pool of the target at the very same path (the target's
@@ -203,6 +204,12 @@ def recreate_spec(definition, located=None, target="the target"):
     return spec
 
 
+def _lost(provider, host):
+    """True when ``provider`` reports its host ``host`` disconnected: no VM can be migrated off
+    it, only started elsewhere (``recover``)."""
+    return any(hv["name"] == host and hv.get("state") == "disconnected" for hv in provider.list_hypervisors())
+
+
 def _running_on(provider, name, host):
     try:
         vm = provider.describe(name)
@@ -221,7 +228,7 @@ def execute_move(move, definition, source, target, check_mode, witnesses=(), res
     outcome = dict(move, name=name)
     try:
         same_provider = source is not None and source.key == target.key
-        if same_provider and "recover" in target.capabilities:
+        if same_provider and "recover" in target.capabilities and _lost(target, move["from_host"]):
             done = _running_on(target, name, host)
             outcome["action"] = "none" if done else "recover"
             if not done and not check_mode:

@@ -224,7 +224,7 @@ def _evacuated(params, ctx, book, given, priorities, restores):
     if execute:
         plan["moves"] = [_move(ctx, move, stored, params["failed_hosts"], restores) for move in plan["moves"]]
     failed = [move for move in plan["moves"] if move.get("action") == "failed"]
-    changed = any(move.get("action") in ("migrate", "recreate", "restore") for move in plan["moves"])
+    changed = any(move.get("action") in ("recover", "migrate", "recreate", "restore") for move in plan["moves"])
     result = dict(changed=changed, evacuation=plan, reservations=[res.to_dict() for res in stored.reservations])
     problem = _incomplete(plan, failed)
     if problem and not params["allow_partial"]:
