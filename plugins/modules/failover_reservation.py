@@ -27,7 +27,9 @@ description:
   - O(state=absent) removes every reservation of O(creator).
   - O(state=evacuated) maps every VM on O(failed_hosts) to one of its own reservations on a
     surviving hypervisor (no reservation used twice) and, unless in check mode or O(execute=false),
-    moves it there (vSphere - relocate; libvirt - define and start the recorded definition on the
+    moves it there (vSphere - relocate, or, off a host vCenter reports disconnected, register the
+    VM again from its datastore on the target; Proxmox VE - migrate, or, off an offline node,
+    recover it through PVE's HA manager; libvirt - define and start the recorded definition on the
     target, for VMs without local disks; a VM with local disks opted in with
     O(restore_from_backup) is restored from its last completed backup instead).
   - The fleet comes from providers (O(provider) or O(all_providers)) or is given with O(hypervisors) and O(vms).
@@ -340,8 +342,9 @@ evacuation:
       contains:
         action:
           description:
-            - What the move did (or, in check mode, would do) - V(recover) (started on the
-              target host the platform's way, by a provider that can, see docs/ha.md),
+            - What the move did (or, in check mode, would do) - V(recover) (off a host the
+              provider reports disconnected, started on the target host the platform's way,
+              see docs/ha.md),
               V(migrate), V(recreate),
               V(restore) (from the last completed backup, O(restore_from_backup)), V(none)
               (the VM already runs on its target) or V(failed) (with C(error)).

@@ -193,8 +193,9 @@ def resilient_virt_release_capacity(provider: Provider,
 #       failed and is fenced (proven powered off) on the host ``hypervisor`` of this provider,
 #       from its own disks, the platform's way (vSphere: registered again from its datastore;
 #       Proxmox VE: its HA manager's recovery). The evacuation of a fenced hypervisor
-#       (``_failover/evacuation.py``) calls it for a move within one provider, before
-#       ``migrate``, which needs the VM's host to answer. Guarded as a changing call; a retry
+#       (``_failover/evacuation.py``) calls it for a move within one provider whose
+#       ``list_hypervisors`` reports the VM's host ``disconnected`` (``migrate`` otherwise, which
+#       needs the VM's host to answer). Guarded as a changing call; a retry
 #       looks first whether the VM runs on ``hypervisor``. The backend checks what the move
 #       needs (the host sees the VM's storage) and refuses with Conflict or NotSupported naming
 #       it before anything changes.
