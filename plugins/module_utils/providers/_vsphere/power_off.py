@@ -6,24 +6,21 @@ vCenter posts a ``VmPoweredOffEvent`` for every power-off. One that somebody ask
 task or a user to it: it is in a task's chain (its ``chainId`` is a ``TaskEvent``'s key), a
 ``ShutdownGuest`` or ``StandbyGuest`` asked through vCenter came before it
 (``VmGuestShutdownEvent``, ``VmGuestStandbyEvent``), a task on the VM or its host ran when it
-happened, or it was posted for a user (``userName``); vSphere HA's isolation response posts its
-own kinds. A power-off with none of these is the guest's own or a crash: unasked.
+was posted (vCenter's clock stamps both), or it was posted for a user (``userName``); vSphere
+HA's isolation response posts its own kinds. A power-off with none of these is the guest's own
+or a crash: unasked.
 
 :func:`judge_power_off` takes them as plain dicts (``events.py`` reads them through the API):
 an event ``{"key", "chain", "kind" (its class name), "user", "time"}``, a task ``{"key",
 "entity" (moid), "description" (its ``descriptionId``), "queued", "completed" (None while it
 runs)}``.
 """
-import datetime
-
 __all__ = ("judge_power_off",)
 
 _ON = ("VmStartingEvent", "VmPoweredOnEvent")
 _OFF = ("VmPoweredOffEvent", "VmPowerOffOnIsolationEvent", "VmShutdownOnIsolationEvent")
 _HA_OFF = ("VmPowerOffOnIsolationEvent", "VmShutdownOnIsolationEvent")
 _GUEST_ASKED = ("VmGuestShutdownEvent", "VmGuestStandbyEvent")
-# vCenter's clock stamps both; a second's rounding either way is still the same moment
-SLACK = datetime.timedelta(seconds=1)
 
 
 def judge_power_off(events, tasks, entities):
@@ -52,8 +49,8 @@ def judge_power_off(events, tasks, entities):
             return False, "%s follows %s %s, asked by %s" % (name, item["kind"], item["key"],
                                                              item["user"] or "vCenter")
     for task in tasks:
-        if task["entity"] in entities and task["queued"] <= off["time"] + SLACK and (
-                task["completed"] is None or task["completed"] >= off["time"] - SLACK):
+        if task["entity"] in entities and task["queued"] <= off["time"] and (
+                task["completed"] is None or task["completed"] >= off["time"]):
             return False, "%s happened during the task %s (%s)" % (name, task["key"],
                                                                    task["description"])
     if off["user"]:

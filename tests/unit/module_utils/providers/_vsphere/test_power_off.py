@@ -62,8 +62,9 @@ def test_a_power_off_during_a_task_on_the_vm_or_its_host_is_asked():
     assert judge_power_off(off, [_task(VM, 59.5, 60.2)], (VM, HOST)) == (
         False, "VmPoweredOffEvent 5 happened during the task task-9 (VirtualMachine.powerOff)")
     assert judge_power_off(off, [_task(HOST, 50, None, "HostSystem.shutdown")], (VM, HOST))[0] is False
-    # a task of another VM, or one over before the power-off, does not count
-    assert judge_power_off(off, [_task("vm-2", 59, 61), _task(VM, 10, 20)], (VM, HOST))[0] is True
+    # a task of another VM, or one over before the power-off (the VM's start), does not count
+    assert judge_power_off(off, [_task("vm-2", 59, 61), _task(VM, 59.5, 59.9, "VirtualMachine.powerOn")],
+                           (VM, HOST))[0] is True
 
 
 def test_a_power_off_posted_for_a_user_is_asked():
