@@ -122,9 +122,9 @@ def test_a_failed_nodes_vms_run_on_their_reservations_by_pves_ha_manager(cluster
 
 def test_a_recovery_stopped_midway_is_finished_by_the_next(cluster, guarded_provider):
     """A run killed after it made the VM the collection's HA resource (state stopped): PVE's HA
-    manager has since moved the stopped VM's configuration onto a node of its choice. The next
-    recover finishes the move onto its target and gives HA back, also for another VM whose
-    recovery left its rule behind."""
+    manager has since moved the stopped VM's configuration onto a node of its choice, and the
+    collection's rule names an earlier target. The next recover finishes the move onto its
+    target and gives HA back, also for another VM whose recovery left its rule behind."""
     from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.recover import (
         OWN_COMMENT)
 
@@ -137,6 +137,8 @@ def test_a_recovery_stopped_midway_is_finished_by_the_next(cluster, guarded_prov
     node, status = _where(sim)["rc-half"]
     assert status == "stopped" and node != "pve2"  # the HA manager's own recovery, stopped
     target = "pve3" if node == "pve1" else "pve1"
+    sim.oracle.cluster.ha.rules.post(rule="resilient-virt-recover-%d" % vmid, type="node-affinity",
+                                     resources="vm:%d" % vmid, nodes=node, strict=1)  # an earlier target
     web = sim.vmids["rc-web"]  # and a rule a run left behind for a VM that runs where it pins it
     sim.oracle.cluster.ha.resources.post(sid="vm:%d" % web, state="started", comment=OWN_COMMENT)
     sim.oracle.cluster.ha.rules.post(rule="resilient-virt-recover-%d" % web, type="node-affinity",

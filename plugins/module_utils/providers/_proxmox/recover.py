@@ -61,7 +61,7 @@ def recover(provider, name, node):
         under_way = rule_id(vmid) in rules or _is_own(resource)
         if not under_way:
             _check(session, records, record, name, node, resource, rules)
-        _hand_over(session, sid, vmid, node, resource, rule_id(vmid) in rules)
+        _hand_over(session, sid, vmid, node, resource, rules.get(rule_id(vmid)))
         _until_running(session, name, node)
     _give_back(session, sid)
     return session.describe(session.find_vm(name), name)
@@ -125,12 +125,15 @@ def _check_disks(session, records, record, name, node):
                        % (name, key, node, node, restore))
 
 
-def _hand_over(session, sid, vmid, node, resource, has_rule):
-    """The VM an HA resource (the collection's, ``stopped`` first), the rule, then ``started``."""
+def _hand_over(session, sid, vmid, node, resource, rule):
+    """The VM an HA resource (the collection's, ``stopped`` first), the rule (``rule``: the one a
+    stopped run made, pointed at ``node`` when it named another), then ``started``."""
     if resource is None:
         session.post("cluster", "ha", "resources", sid=sid, state="stopped", comment=OWN_COMMENT)
         resource = {"sid": sid, "state": "stopped", "comment": OWN_COMMENT}
-    if not has_rule:
+    if rule is not None and rule.get("nodes") != node:
+        session.put("cluster", "ha", "rules", rule_id(vmid), type="node-affinity", nodes=node)
+    if rule is None:
         session.post("cluster", "ha", "rules", rule=rule_id(vmid), type="node-affinity",
                      resources=sid, nodes=node, strict=1,
                      comment="resilient.virt: recovery of %s onto %s; removed once it runs there"
