@@ -22,6 +22,8 @@ per outage, and nothing about its hosts is observed or announced until it answer
 The first record of a provider is its baseline: nothing is announced for it unless the provider
 is unreachable. A VM is announced when it went from running or paused to stopped without being
 asked (its observation's ``unasked``); a VM first seen, started, or gone is recorded silently.
+A VM observation may say how it was told (``observed``: vSphere's says how the power-off was
+judged); else it is libvirt's ``lifecycle event``.
 """
 import queue
 import time
@@ -119,7 +121,8 @@ class Announcer:
         elif payload["state"] == "undefined":
             seen["vms"].pop(payload["uuid"], None)
         else:
-            seen["vms"][payload["uuid"]] = dict(payload, at=at, observed="lifecycle event")
+            seen["vms"][payload["uuid"]] = dict(payload, at=at,
+                                                observed=payload.get("observed") or "lifecycle event")
 
     def _announce(self, key):
         """Announce what differs between the observation of ``key`` and its record."""
