@@ -14,9 +14,10 @@ provider's hypervisors are its hosts: the host's name in vCenter) and
 * ``hypervisor_reachable``: ``since`` (when it answered again), ``unreachable_since`` and
   ``outage_seconds`` (None when the outage began before anything was announced);
 * ``vm_crashed`` (QEMU died, or the guest crashed) and ``vm_stopped`` (the guest shut itself
-  down), for a VM that stopped without being asked: ``vm``, ``uuid``, ``reason`` (libvirt's),
-  ``at`` and ``observed`` (``lifecycle event``, or ``state on connect`` when the stop happened
-  while nobody watched).
+  down; a vSphere VM powered off with no task and no user, ``reason`` ``powered off``), for a
+  VM that stopped without being asked: ``vm``, ``uuid``, ``reason`` (libvirt's), ``at`` and
+  ``observed`` (``lifecycle event``, or ``state on connect`` when the stop happened while
+  nobody watched; for vSphere, how vCenter's records were judged).
 """
 from ansible_collections.resilient.virt.plugins.module_utils._time import format_time
 

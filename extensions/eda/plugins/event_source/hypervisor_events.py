@@ -15,8 +15,9 @@ keepalive_interval, keepalive_count: libvirt keepalive (default 5 s, 3 unanswere
 A libvirt provider is one hypervisor: unreachable when its daemon does not answer. A vSphere
 host is unreachable when its vCenter reports it ``notResponding`` (not when an administrator
 disconnected it, nor when vCenter powered it off or put it in standby); a vCenter that does not
-answer is logged, and nothing is announced about its hosts until it answers again. VMs that
-stop unasked are announced for libvirt providers only.
+answer is logged, and nothing is announced about its hosts until it answers again. A VM that
+stops unasked is announced for both: a vSphere VM powered off with no task and no user to it,
+judged from its vCenter's events and recent tasks.
 
 Events: ``hypervisor_unreachable``, ``hypervisor_reachable``, ``vm_crashed``, ``vm_stopped``
 (their fields: ``plugins/module_utils/_events/event.py``).
