@@ -21,7 +21,8 @@ and clones VMs, ``edit.py`` changes them, ``power.py`` powers them, ``delete.py`
 (an HA resource taken out of HA first), ``snapshots.py`` takes, lists, reverts and deletes
 snapshots, ``vm_dict.py`` and
 ``guest.py`` make VM dicts of PVE's answers, ``spec.py`` checks specs; ``backup.py`` holds the
-backup hooks (vzdump), ``restore.py`` their restores (qmrestore), ``nodes.py`` the warnings about offline nodes and nodes in maintenance,
+backup hooks (vzdump), ``restore.py`` their restores (qmrestore), ``nodes.py`` the warnings
+about offline nodes and nodes in maintenance,
 ``recover.py`` the recovery of a failed node's VM by PVE's HA manager.
 """
 import re
