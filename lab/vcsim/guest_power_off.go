@@ -9,7 +9,6 @@ package main
 // endpoints (the default; see run).
 
 import (
-	"crypto/subtle"
 	"net/http"
 
 	"github.com/vmware/govmomi/simulator"
@@ -22,16 +21,8 @@ func init() {
 
 func guestPowerOff(s *simulator.Service, _ *simulator.Registry) {
 	s.Handle("/lab/vm-guest-power-off", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		username := s.Listen.User.Username()
 		password, _ := s.Listen.User.Password()
-		u, p, ok := r.BasicAuth()
-		if !ok || subtle.ConstantTimeCompare([]byte(u), []byte(username)) != 1 ||
-			subtle.ConstantTimeCompare([]byte(p), []byte(password)) != 1 {
-			w.WriteHeader(http.StatusUnauthorized)
-			return
-		}
-		if r.Method != http.MethodPost {
-			w.WriteHeader(http.StatusMethodNotAllowed)
+		if !labRequest(w, r, s.Listen.User.Username(), password) {
 			return
 		}
 		for _, entity := range simulator.Map.All("VirtualMachine") {

@@ -634,16 +634,25 @@ func checkRESTLogin(s *simulator.Service, username, password string) {
 // 0.24.2's simulator implements neither DisconnectHost_Task nor ReconnectHost_Task, and no call
 // makes a host stop responding; this lab-only endpoint stands in for the host's failure and
 // return. A disconnected VM may then be unregistered (lab-only, see beforeUnregister).
+// labRequest answers a request to a lab-only endpoint that is not a POST with the simulator's
+// user name and password (401 or 405) and returns false; true when the endpoint may act.
+func labRequest(w http.ResponseWriter, r *http.Request, username, password string) bool {
+	u, p, ok := r.BasicAuth()
+	if !ok || subtle.ConstantTimeCompare([]byte(u), []byte(username)) != 1 ||
+		subtle.ConstantTimeCompare([]byte(p), []byte(password)) != 1 {
+		w.WriteHeader(http.StatusUnauthorized)
+		return false
+	}
+	if r.Method != http.MethodPost {
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return false
+	}
+	return true
+}
+
 func hostConnection(s *simulator.Service, username, password string) {
 	s.Handle("/lab/host-connection", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u, p, ok := r.BasicAuth()
-		if !ok || subtle.ConstantTimeCompare([]byte(u), []byte(username)) != 1 ||
-			subtle.ConstantTimeCompare([]byte(p), []byte(password)) != 1 {
-			w.WriteHeader(http.StatusUnauthorized)
-			return
-		}
-		if r.Method != http.MethodPost {
-			w.WriteHeader(http.StatusMethodNotAllowed)
+		if !labRequest(w, r, username, password) {
 			return
 		}
 		state := types.HostSystemConnectionState(r.FormValue("state"))
