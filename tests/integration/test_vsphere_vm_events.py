@@ -41,8 +41,11 @@ def sim(tmp_path_factory):
                                                            [vim.VirtualMachine], True)
     vms = sorted((vm.name, vm.config.instanceUuid, vm.runtime.host.name, vm)
                  for vm in view.view if vm.runtime.powerState == "poweredOn")
-    yield settings, session, iter(vms)
-    session.close()
+    try:
+        yield settings, session, iter(vms)
+    finally:
+        session.close()
+        vcsim.stop(run_dir)
     vcsim.stop(run_dir)
 
 
