@@ -17,6 +17,7 @@ none of them), nodes in HA maintenance (``pve.maintenance``), the archives vzdum
 restores, and VMs that migrate to another node.
 """
 import asyncio
+import contextlib
 import secrets
 import threading
 
@@ -130,3 +131,7 @@ def serve(tmp_path, monkeypatch):
         yield sim
     finally:
         sim.stop()
+
+
+# ``with started(tmp_path, monkeypatch) as sim:`` in a fixture of module scope
+started = contextlib.contextmanager(serve)

@@ -29,9 +29,8 @@ USER_RULE = {"rule": "user-keep", "type": "node-affinity", "resources": "vm:%d",
 def cluster(tmp_path_factory):
     """A simulated three-node cluster of the module, with PVE's HA manager simulated, a storage
     ``shared`` (shared) and VMs on pve2; the node is still online."""
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        served = pve_simulator.serve(tmp_path_factory.mktemp("pverecover"), monkeypatch)
-        sim = next(served)
+    with pytest.MonkeyPatch.context() as monkeypatch, \
+            pve_simulator.started(tmp_path_factory.mktemp("pverecover"), monkeypatch) as sim:
         sim.call(lambda: with_ha_recovery(sim.pve))
         sim.call(lambda: sim.pve.storages.update(shared={
             "type": "dir", "shared": 1, "active": 1, "content": "images", "files": set(),
@@ -51,10 +50,7 @@ def cluster(tmp_path_factory):
         sim.oracle.cluster.ha.resources.post(sid="vm:%d" % vmids["rc-other"], state="started")
         sim.oracle.cluster.ha.rules.post(**dict(USER_RULE, resources="vm:%d" % vmids["rc-other"]))
         sim.vmids = vmids
-        try:
-            yield sim
-        finally:
-            next(served, None)
+        yield sim
 
 
 def _where(sim):

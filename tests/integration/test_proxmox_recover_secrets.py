@@ -16,9 +16,8 @@ from pvesim_ha import with_ha_recovery  # lab/ is on sys.path (conftest.py)
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        served = pve_simulator.serve(tmp_path_factory.mktemp("pverecoversecrets"), monkeypatch)
-        sim = next(served)
+    with pytest.MonkeyPatch.context() as monkeypatch, \
+            pve_simulator.started(tmp_path_factory.mktemp("pverecoversecrets"), monkeypatch) as sim:
         sim.call(lambda: with_ha_recovery(sim.pve))
         sim.call(lambda: sim.pve.storages.update(shared={
             "type": "dir", "shared": 1, "active": 1, "content": "images", "files": set(),
@@ -28,10 +27,7 @@ def cluster(tmp_path_factory):
             sim.call(lambda v=vmid, d=disk: sim.pve.vm(v).config.update(
                 scsi0="%s,size=4G" % (d % ((v, v) if d.count("%d") == 2 else (v,))),
                 smbios1="uuid=%s" % uuid.uuid4(), description='resilient.virt metadata: {"flavor":"small"}'))
-        try:
-            yield sim
-        finally:
-            next(served, None)
+        yield sim
 
 
 def test_a_recovery_and_a_refusal_show_no_password(cluster, tmp_path):

@@ -17,11 +17,9 @@ DISK_BYTES = 1024 ** 3
 def sim(tmp_path_factory):
     import pve_simulator  # only the Proxmox tests need fakepve
 
-    with pytest.MonkeyPatch.context() as patch:
-        served = pve_simulator.serve(tmp_path_factory.mktemp("pve"), patch)
-        simulator = next(served)
+    with pytest.MonkeyPatch.context() as patch, \
+            pve_simulator.started(tmp_path_factory.mktemp("pve"), patch) as simulator:
         yield simulator
-        served.close()
 
 
 def _vm_with_disk(sim, name, node, status):
