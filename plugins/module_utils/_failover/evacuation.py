@@ -204,10 +204,12 @@ def recreate_spec(definition, located=None, target="the target"):
     return spec
 
 
-def _lost(provider, host):
-    """True when ``provider`` reports its host ``host`` disconnected: no VM can be migrated off
-    it, only started elsewhere (``recover``)."""
-    return any(hv["name"] == host and hv.get("state") == "disconnected" for hv in provider.list_hypervisors())
+def lost_hosts(provider):
+    """The hosts ``provider`` reports disconnected: no VM can be migrated off them, only
+    started elsewhere (``recover``); empty, asking nothing, when it cannot recover."""
+    if "recover" not in provider.capabilities:
+        return frozenset()
+    return frozenset(hv["name"] for hv in provider.list_hypervisors() if hv.get("state") == "disconnected")
 
 
 def _running_on(provider, name, host):
@@ -218,17 +220,18 @@ def _running_on(provider, name, host):
     return vm if vm.get("hypervisor") == host and vm.get("state") == "running" else False
 
 
-def execute_move(move, definition, source, target, check_mode, witnesses=(), restores=None):
+def execute_move(move, definition, source, target, check_mode, witnesses=(), restores=None, lost=None):
     """Carry out one move; returns its outcome dict (action, the disks' proofs or the restore's
     backup and recovery point, and on failure error). ``witnesses``: other surviving providers
     of the target's type, to prove its pools shared. ``restores``: None, or when the VM is opted
     in to a restore from its last backup (made when its disks are on the failed host's local
-    storage) the RestoreHandles that keeps the restore's handle until the VM runs."""
+    storage) the RestoreHandles that keeps the restore's handle until the VM runs. ``lost``: the
+    target's :func:`lost_hosts`, asked of it when None."""
     name, host = definition["name"], move["to_host"]
     outcome = dict(move, name=name)
     try:
         same_provider = source is not None and source.key == target.key
-        if same_provider and "recover" in target.capabilities and _lost(target, move["from_host"]):
+        if same_provider and move["from_host"] in (lost_hosts(target) if lost is None else lost):
             done = _running_on(target, name, host)
             outcome["action"] = "none" if done else "recover"
             if not done and not check_mode:

@@ -16,7 +16,7 @@ from ansible_collections.resilient.virt.plugins.module_utils._failover.constrain
     check_requirements_met)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.cycle_inputs import Fleet
 from ansible_collections.resilient.virt.plugins.module_utils._failover.evacuation import (
-    execute_move, plan_evacuation)
+    execute_move, lost_hosts, plan_evacuation)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.priorities import (
     priority_of, validate_priorities)
 from ansible_collections.resilient.virt.plugins.module_utils._failover.reconcile import run_cycle
@@ -222,7 +222,8 @@ def _evacuated(params, ctx, book, given, priorities, restores):
             entry["name"] = names[entry["vm"]]
     execute = params["execute"] and params["hypervisors"] is None
     if execute:
-        plan["moves"] = [_move(ctx, move, stored, params["failed_hosts"], restores) for move in plan["moves"]]
+        lost = {}  # target provider key -> the hosts it reports disconnected, asked once
+        plan["moves"] = [_move(ctx, move, stored, params["failed_hosts"], restores, lost) for move in plan["moves"]]
     failed = [move for move in plan["moves"] if move.get("action") == "failed"]
     changed = any(move.get("action") in ("recover", "migrate", "recreate", "restore") for move in plan["moves"])
     result = dict(changed=changed, evacuation=plan, reservations=[res.to_dict() for res in stored.reservations])
@@ -237,7 +238,7 @@ def _evacuated(params, ctx, book, given, priorities, restores):
     return result
 
 
-def _move(ctx, move, stored, failed_hosts, restores):
+def _move(ctx, move, stored, failed_hosts, restores, lost):
     definition = stored.definitions[move["vm"]]
     if move["to_host"] not in stored.owners:
         message = "no provider is recorded for %s; run state=present from providers first" % move["to_host"]
@@ -246,8 +247,14 @@ def _move(ctx, move, stored, failed_hosts, restores):
     target = ctx.open_provider(target_ref)
     source = target if source_ref == target_ref else None
     handles = RestoreHandles(ctx.store) if restores_from_backup(definition.get("name"), restores) else None
+    try:
+        if source is not None and target.key not in lost:
+            lost[target.key] = lost_hosts(target)
+    except VirtError as err:
+        return dict(move, action="failed", name=definition["name"], error=err.to_dict())
     return execute_move(move, definition, source, target, ctx.check_mode,
-                        _witnesses(ctx, stored.owners, target, failed_hosts), restores=handles)
+                        _witnesses(ctx, stored.owners, target, failed_hosts), restores=handles,
+                        lost=lost.get(target.key, frozenset()))
 
 
 def _witnesses(ctx, owners, target, failed_hosts):
