@@ -51,8 +51,6 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.
     maintenance_nodes, maintenance_warning, offline_nodes, offline_warning)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.power import (
     power as power_vm)
-from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.recover import (
-    recover as recover_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.session import (
     Session)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox import snapshots
@@ -358,6 +356,9 @@ class ProxmoxProvider(SharedConnectionMixin, Provider):
     def recover(self, name, hypervisor):
         """On the node ``hypervisor``, from a failed, fenced node, by PVE's HA manager
         (``recover.py``)."""
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._proxmox.recover import (
+            recover as recover_vm)  # only an evacuation of a failed host needs it
+
         return recover_vm(self, name, hypervisor)
 
     def task_status(self, task_id):

@@ -55,8 +55,6 @@ from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.
     set_maintenance as set_host_maintenance)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.power import (
     power as power_vm)
-from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.recover import (
-    recover as recover_vm)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._tls import (
     certificate_error, check_ca_path, ssl_context)
 from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.inventory import (
@@ -362,6 +360,9 @@ class VSphereProvider(SharedConnectionMixin, Provider):
         return migrate_vm(self, name, hypervisor, resource_pool, datastore)
 
     def recover(self, name, hypervisor):
+        from ansible_collections.resilient.virt.plugins.module_utils.providers._vsphere.recover import (
+            recover as recover_vm)  # only an evacuation of a failed host needs it
+
         return recover_vm(self, name, hypervisor)
 
     def set_maintenance(self, hypervisor, enabled):
